@@ -1,0 +1,9 @@
+"""ActorQ-TF: distributed TF-Agents RL whose actors run int8 TFLite policies."""
+import os
+
+# TensorFlow prints pages of C++ start-up logs per process; keep warnings and
+# errors, drop the info lines. A user's own setting wins.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
+TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')

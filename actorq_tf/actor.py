@@ -1,0 +1,243 @@
+"""The actor: runs the newest policy in its environment and feeds replay.
+
+env -> policy (TFLite interpreter, or stock TF for the `tf` baseline) ->
+epsilon-greedy in Python -> trajectory -> Reverb replay. Every
+`model_pull_interval` env steps it asks for a newer model.
+"""
+import time
+from typing import Optional
+
+from absl import logging
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.experimental.distributed import reverb_variable_container
+from tf_agents.policies import py_tf_eager_policy
+from tf_agents.policies import q_policy
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import policy_step
+from tf_agents.trajectories import trajectory as trajectory_lib
+
+from actorq_tf import PRECISIONS
+from actorq_tf import environments
+from actorq_tf import metrics
+from actorq_tf import model_channel
+from actorq_tf import networks
+from actorq_tf import replay
+from actorq_tf.errors import ActorQError
+from actorq_tf.tflite_policy import EpsilonGreedy
+from actorq_tf.tflite_policy import TFLiteQNetwork
+
+
+@gin.configurable
+def actor_epsilon(actor_index: int, num_actors: int,
+                  base_epsilon: float = 0.05, alpha: float = 3.0) -> float:
+  """Ape-X's spread: actor i explores with base**(1 + alpha * i / (N - 1))."""
+  if num_actors <= 1:
+    return base_epsilon
+  return base_epsilon ** (1 + alpha * actor_index / (num_actors - 1))
+
+
+class TFLiteActorPolicy:
+  """Greedy actions from the newest TFLite model, or random before one."""
+
+  def __init__(self, client, precision: str, env):
+    self._puller = model_channel.ModelPuller(client, precision)
+    self._observation_shape = tuple(env.observation_spec().shape)
+    self._num_actions = environments.check_discrete_actions(env)
+    self._network: Optional[TFLiteQNetwork] = None
+
+  @property
+  def version(self) -> int:
+    return self._puller.version
+
+  def update(self) -> bool:
+    """Swaps in a newer model if there is one; keeps the current on error."""
+    model = self._puller.pull_newer()
+    if model is None:
+      return False
+    try:
+      network = TFLiteQNetwork(model.model_bytes)
+    except ActorQError as e:
+      logging.warning('Keeping model version %d: version %d %s',
+                      self.version, model.version, e)
+      return False
+    if (network.observation_shape != self._observation_shape or
+        network.num_actions != self._num_actions):
+      logging.warning('Keeping model version %d: version %d maps %s to %d '
+                      'actions, the environment needs %s to %d.', self.version,
+                      model.version, network.observation_shape,
+                      network.num_actions, self._observation_shape,
+                      self._num_actions)
+      return False
+    self._puller.accept(model)
+    self._network = network
+    return True
+
+  def greedy_action(self, time_step) -> Optional[int]:
+    if self._network is None:
+      return None
+    return self._network.greedy_action(time_step.observation)
+
+
+class TFActorPolicy:
+  """The stock baseline: TF-Agents' fp32 QPolicy run by PyTFEagerPolicy,
+  its variables pulled from the learner through ReverbVariableContainer."""
+
+  def __init__(self, server_address: str, env):
+    q_network = networks.q_network_for(env)
+    self._version = tf.Variable(0, dtype=tf.int64)
+    self._variables = model_channel.policy_variables(q_network.variables,
+                                                     self._version)
+    self._container = reverb_variable_container.ReverbVariableContainer(
+        server_address, table_names=[model_channel.VARIABLES_TABLE])
+    self._client = model_channel.wait_for_server(server_address, 10)
+    policy = q_policy.QPolicy(tensor_spec.from_spec(env.time_step_spec()),
+                              tensor_spec.from_spec(env.action_spec()),
+                              q_network=q_network)
+    # Greedy here: exploration is the same Python epsilon-greedy for every
+    # precision, so the precisions differ only in how the policy runs.
+    self._policy = py_tf_eager_policy.PyTFEagerPolicy(policy,
+                                                      use_tf_function=True)
+    self._has_variables = False
+
+  @property
+  def version(self) -> int:
+    return int(self._version.numpy())
+
+  def update(self) -> bool:
+    if not self._has_variables:
+      info = self._client.server_info(timeout=10)
+      self._has_variables = (
+          info[model_channel.VARIABLES_TABLE].current_size > 0)
+      if not self._has_variables:
+        return False
+    previous = self.version
+    self._container.update(self._variables,
+                           table=model_channel.VARIABLES_TABLE)
+    return self.version > previous
+
+  def greedy_action(self, time_step) -> Optional[int]:
+    if not self._has_variables:
+      return None
+    return int(self._policy.action(time_step).action)
+
+
+@gin.configurable
+def run_actor(root_dir: str,
+              server_address: str,
+              precision: str = 'int8',
+              actor_index: int = 0,
+              num_actors: int = 1,
+              seed: int = 0,
+              max_env_steps: int = 0,
+              model_pull_interval: int = 0,
+              epsilon_decay_steps: int = 10_000,
+              status_interval_s: float = 5.0,
+              server_timeout_s: float = 60.0,
+              should_stop=lambda: False) -> int:
+  """Collects experience until `max_env_steps` (0: until stopped).
+
+  Args:
+    root_dir: run directory; summaries go to `actor_<index>/`.
+    server_address: host:port of the Reverb server.
+    precision: int8, fp16 or fp32 TFLite models, or `tf` for the stock
+      TF-Agents policy on fp32 variables.
+    actor_index: this actor's index, which sets its epsilon and seed.
+    num_actors: how many actors the run has (for the epsilon spread).
+    seed: base seed; actor i uses seed + 1000 * i.
+    max_env_steps: stop after this many env steps; 0 runs until stopped.
+    model_pull_interval: env steps between pulls of a newer model. 0 picks
+      the default: 1 for `tf` (TF-Agents' distributed examples update
+      variables after every step) and 100 for TFLite models.
+    epsilon_decay_steps: env steps over which epsilon falls from 1 to this
+      actor's final epsilon.
+    status_interval_s: seconds between TensorBoard points and status files.
+    server_timeout_s: how long the Reverb server may not answer.
+    should_stop: polled every step; SIGTERM handling sets it in binaries.
+
+  Returns:
+    The number of env steps taken.
+  """
+  if precision not in PRECISIONS:
+    raise ActorQError(f'unknown precision {precision!r}; expected one of '
+                      f'{PRECISIONS}')
+  model_pull_interval = model_pull_interval or (1 if precision == 'tf' else 100)
+  actor_seed = seed + 1000 * actor_index
+  env = environments.load_environment()
+  env.seed(actor_seed)
+  num_actions = environments.check_discrete_actions(env)
+  action_dtype = env.action_spec().dtype
+
+  client = model_channel.wait_for_server(server_address, server_timeout_s)
+  experience_writer = replay.ExperienceWriter(client, replay.sequence_length_of(client),
+                                    give_up_s=server_timeout_s)
+  if precision == 'tf':
+    policy = TFActorPolicy(server_address, env)
+  else:
+    policy = TFLiteActorPolicy(client, precision, env)
+  exploration = EpsilonGreedy(
+      num_actions, final_epsilon=actor_epsilon(actor_index, num_actors),
+      decay_steps=epsilon_decay_steps, seed=actor_seed)
+
+  role = f'actor_{actor_index}'
+  summary_writer = metrics.summary_writer(root_dir, role)
+  steps = 0
+  episodes = 0
+  episode_return, episode_length = 0.0, 0
+  recent_returns, recent_lengths = [], []
+  pull_seconds = 0.0
+  steps_per_second = metrics.RateMeter()
+  next_status_time = time.monotonic()
+
+  time_step = env.reset()
+  while not should_stop() and not (max_env_steps and steps >= max_env_steps):
+    if steps % model_pull_interval == 0:
+      pull_start = time.monotonic()
+      policy.update()
+      pull_seconds += time.monotonic() - pull_start
+
+    action = policy.greedy_action(time_step)
+    if action is None or exploration.explore(steps):
+      action = exploration.random_action()
+    action = np.asarray(action, dtype=action_dtype)
+    next_time_step = env.step(action)
+    experience_writer.write(trajectory_lib.from_transition(
+        time_step, policy_step.PolicyStep(action, (), ()), next_time_step))
+    steps += 1
+
+    if not time_step.is_last():
+      episode_return += float(next_time_step.reward)
+      episode_length += 1
+    if next_time_step.is_last():
+      recent_returns.append(episode_return)
+      recent_lengths.append(episode_length)
+      episodes += 1
+      episode_return, episode_length = 0.0, 0
+    time_step = next_time_step
+
+    if time.monotonic() >= next_status_time:
+      rate = steps_per_second.rate(steps)
+      mean_return = (float(np.mean(recent_returns)) if recent_returns
+                     else None)
+      with summary_writer.as_default(step=steps):
+        tf.summary.scalar('actor/env_steps_per_second', rate)
+        tf.summary.scalar('actor/model_version', policy.version)
+        tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
+        tf.summary.scalar('actor/epsilon', exploration.epsilon(steps))
+        if mean_return is not None:
+          tf.summary.scalar('actor/episode_return', mean_return)
+          tf.summary.scalar('actor/episode_length', np.mean(recent_lengths))
+      metrics.write_status(
+          root_dir, role, env_steps=steps, episodes=episodes,
+          env_steps_per_second=rate, model_version=policy.version,
+          episode_return=mean_return, model_pull_seconds=pull_seconds,
+          replay_blocked_seconds=experience_writer.blocked_seconds, precision=precision)
+      recent_returns, recent_lengths = [], []
+      next_status_time = time.monotonic() + status_interval_s
+
+  experience_writer.close()
+  metrics.write_status(root_dir, role, env_steps=steps, episodes=episodes,
+                       model_version=policy.version, precision=precision,
+                       stopped=True)
+  return steps

@@ -1,0 +1,42 @@
+"""gin parsing with errors a user can act on."""
+import os
+from typing import Sequence
+
+import gin
+
+from actorq_tf.errors import ActorQError
+
+GIN_CONFIG_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin_configs')
+DEFAULT_GIN_FILE = os.path.join(GIN_CONFIG_DIR, 'dqn_cartpole.gin')
+
+
+def resolve_gin_file(path: str) -> str:
+  """Finds a gin file as given, or by name in the project's gin_configs/."""
+  if os.path.isfile(path):
+    return path
+  in_config_dir = os.path.join(GIN_CONFIG_DIR, path)
+  if os.path.isfile(in_config_dir):
+    return in_config_dir
+  raise ActorQError(f'gin file not found: {path!r} (also looked in '
+                    f'{GIN_CONFIG_DIR})')
+
+
+def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
+  """Parses gin files and bindings; every failure becomes an ActorQError."""
+  # The binaries import every configurable module first, so that an unknown
+  # name in a gin file is a user error rather than a missing import.
+  import actorq_tf.agents  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.environments  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.export  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.learner  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.actor  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.evaluation  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.replay  # pylint: disable=g-import-not-at-top,unused-import
+  files = [resolve_gin_file(f) for f in gin_files]
+  try:
+    gin.parse_config_files_and_bindings(files, gin_bindings)
+  except (ValueError, KeyError, SyntaxError, TypeError, ImportError) as e:
+    first_line = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    raise ActorQError(f'bad gin config {files + list(gin_bindings)}: '
+                      f'{first_line}') from e

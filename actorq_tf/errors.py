@@ -1,0 +1,9 @@
+"""The one exception type that reaches the user as a one-line message."""
+
+
+class ActorQError(Exception):
+  """A problem the user can fix: bad input, unreachable server, failed export.
+
+  Binaries print its message on one line and exit non-zero instead of showing
+  a traceback.
+  """

@@ -1,0 +1,136 @@
+"""The evaluator: greedy int8 model and greedy fp32 network, same seeds.
+
+Whenever a newer model is published it plays `num_episodes` greedy episodes
+with the int8 TFLite model and with the fp32 network of the same version, on
+the same seeds, and logs both returns: reward retention, side by side.
+"""
+import json
+import os
+import time
+from typing import Callable, Dict, List
+
+from absl import logging
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.experimental.distributed import reverb_variable_container
+
+from actorq_tf import environments
+from actorq_tf import metrics
+from actorq_tf import model_channel
+from actorq_tf import networks
+from actorq_tf.tflite_policy import TFLiteQNetwork
+
+RESULTS_FILE = os.path.join('eval', 'results.jsonl')
+
+
+def greedy_returns(env, greedy_action: Callable[[np.ndarray], int],
+                   seeds: List[int]) -> List[float]:
+  """Undiscounted return of one greedy episode per seed."""
+  action_dtype = env.action_spec().dtype
+  returns = []
+  for seed in seeds:
+    env.seed(seed)
+    time_step = env.reset()
+    episode_return = 0.0
+    while not time_step.is_last():
+      time_step = env.step(np.asarray(greedy_action(time_step.observation),
+                                      action_dtype))
+      episode_return += float(time_step.reward)
+    returns.append(episode_return)
+  return returns
+
+
+def read_results(root_dir: str) -> List[Dict]:
+  try:
+    with open(os.path.join(root_dir, RESULTS_FILE)) as f:
+      return [json.loads(line) for line in f if line.strip()]
+  except FileNotFoundError:
+    return []
+
+
+@gin.configurable
+def run_evaluator(root_dir: str,
+                  server_address: str,
+                  seed: int = 0,
+                  num_episodes: int = 10,
+                  min_interval_s: float = 5.0,
+                  server_timeout_s: float = 60.0,
+                  should_stop=lambda: False,
+                  max_evaluations: int = 0) -> int:
+  """Evaluates each newer model until stopped; returns evaluations done.
+
+  Args:
+    root_dir: run directory; results go to eval/results.jsonl and
+      TensorBoard under eval/.
+    server_address: host:port of the Reverb server.
+    seed: the episodes use seeds seed*1000 + 10**6 + i, the same for both
+      policies and every version.
+    num_episodes: greedy episodes per policy per evaluation.
+    min_interval_s: seconds between the starts of two evaluations.
+    server_timeout_s: how long the Reverb server may not answer.
+    should_stop: polled between evaluations.
+    max_evaluations: stop after this many; 0 runs until stopped.
+  """
+  env = environments.load_environment()
+  seeds = [10**6 + seed * 1000 + i for i in range(num_episodes)]
+  q_network = networks.q_network_for(env)
+  version = tf.Variable(0, dtype=tf.int64)
+  variables = model_channel.policy_variables(q_network.variables, version)
+  client = model_channel.wait_for_server(server_address, server_timeout_s)
+  container = reverb_variable_container.ReverbVariableContainer(
+      server_address, table_names=[model_channel.VARIABLES_TABLE])
+  puller = model_channel.ModelPuller(client, 'int8')
+  summary_writer = metrics.summary_writer(root_dir, 'eval')
+  results_path = os.path.join(root_dir, RESULTS_FILE)
+  os.makedirs(os.path.dirname(results_path), exist_ok=True)
+
+  @tf.function(input_signature=[tf.TensorSpec(
+      [1, *env.observation_spec().shape], tf.float32)])
+  def fp32_greedy(observation):
+    q_values, _ = q_network(observation, training=False)
+    return tf.argmax(q_values, axis=-1)[0]
+
+  evaluations = 0
+  while not should_stop() and not (max_evaluations and
+                                   evaluations >= max_evaluations):
+    start = time.monotonic()
+    model = puller.pull_newer()
+    if model is None:
+      time.sleep(1.0)
+      continue
+    # The learner pushes a version's variables right after its models.
+    for _ in range(20):
+      container.update(variables, table=model_channel.VARIABLES_TABLE)
+      if int(version.numpy()) >= model.version:
+        break
+      time.sleep(0.1)
+    int8_network = TFLiteQNetwork(model.model_bytes)
+    puller.accept(model)
+    int8_returns = greedy_returns(env, int8_network.greedy_action, seeds)
+    fp32_returns = greedy_returns(
+        env, lambda o: int(fp32_greedy(o[None].astype(np.float32))), seeds)
+    result = {
+        'time': time.time(),
+        'version': model.version,
+        'fp32_version': int(version.numpy()),
+        'return_int8': float(np.mean(int8_returns)),
+        'return_fp32': float(np.mean(fp32_returns)),
+        'returns_int8': int8_returns,
+        'returns_fp32': fp32_returns,
+    }
+    with open(results_path, 'a') as f:
+      f.write(json.dumps(result) + '\n')
+    with summary_writer.as_default(step=model.version):
+      tf.summary.scalar('eval/return_int8', result['return_int8'])
+      tf.summary.scalar('eval/return_fp32', result['return_fp32'])
+      if result['return_fp32']:
+        tf.summary.scalar('eval/retention_int8_over_fp32',
+                          result['return_int8'] / result['return_fp32'])
+    logging.info('Eval version %d: int8 %.1f, fp32 %.1f', model.version,
+                 result['return_int8'], result['return_fp32'])
+    evaluations += 1
+    metrics.write_status(root_dir, 'eval', evaluations=evaluations, **{
+        k: v for k, v in result.items() if not k.startswith('returns')})
+    time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
+  return evaluations

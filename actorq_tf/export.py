@@ -1,0 +1,218 @@
+"""Turning the learner's Q-network into TFLite models, checked before use.
+
+The network (observation -> Q-values) is exported, never the policy's
+sampling graph: exploration stays in the actors' Python. Full int8 models are
+calibrated on observations sampled from the replay.
+"""
+import dataclasses
+import os
+import threading
+import time
+from typing import Callable, Optional, Sequence
+
+from absl import logging
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.networks import network as network_lib
+
+from actorq_tf import TFLITE_PRECISIONS
+from actorq_tf.errors import ActorQError
+from actorq_tf.tflite_policy import TFLiteQNetwork
+
+
+def _q_values_function(q_network: network_lib.Network):
+  observation_spec = q_network.input_tensor_spec
+  signature = tf.TensorSpec([1, *observation_spec.shape], tf.float32,
+                            name='observation')
+
+  @tf.function(input_signature=[signature])
+  def q_values(observation):
+    values, _ = q_network(observation, training=False)
+    return values
+
+  return q_values.get_concrete_function()
+
+
+def convert(q_network: network_lib.Network, precision: str,
+            calibration_observations: Optional[np.ndarray] = None) -> bytes:
+  """TFLite flatbuffer of `q_network` at `precision` (int8, fp16, fp32)."""
+  if precision not in TFLITE_PRECISIONS:
+    raise ActorQError(f'unknown TFLite precision {precision!r}; '
+                      f'expected one of {TFLITE_PRECISIONS}')
+  converter = tf.lite.TFLiteConverter.from_concrete_functions(
+      [_q_values_function(q_network)], q_network)
+  if precision == 'fp16':
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+  elif precision == 'int8':
+    if calibration_observations is None or not len(calibration_observations):
+      raise ActorQError('int8 export needs calibration observations')
+    observations = np.asarray(calibration_observations, np.float32)
+
+    def representative_dataset():
+      for observation in observations:
+        yield [observation[None]]
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative_dataset
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
+  try:
+    return converter.convert()
+  except Exception as e:  # pylint: disable=broad-except
+    # The converter raises ConverterError, ValueError or RuntimeError
+    # depending on the stage; all mean "this network does not convert".
+    message = str(e).strip().splitlines()
+    raise ActorQError(f'{precision} TFLite conversion failed: '
+                      f'{message[0] if message else type(e).__name__}') from e
+
+
+@dataclasses.dataclass
+class ModelCheck:
+  """How a TFLite model compares with the fp32 network on observations."""
+  agreement: float  # fraction of observations with the same greedy action
+  max_q_error: float
+  mean_q_error: float
+  passed: bool
+  reason: str
+
+
+def check_model(model_bytes: bytes, q_network: network_lib.Network,
+                observations: np.ndarray, min_agreement: float) -> ModelCheck:
+  """Compares greedy actions and Q-values of a TFLite model with fp32."""
+  observations = np.asarray(observations, np.float32)
+  reference, _ = q_network(observations, training=False)
+  reference = reference.numpy()
+  if not np.all(np.isfinite(reference)):
+    return ModelCheck(0.0, float('nan'), float('nan'), False,
+                      'the fp32 network gives non-finite Q-values')
+  try:
+    q_values = TFLiteQNetwork(model_bytes).q_values(observations)
+  except ActorQError as e:
+    return ModelCheck(0.0, float('nan'), float('nan'), False, str(e))
+  if not np.all(np.isfinite(q_values)):
+    return ModelCheck(0.0, float('nan'), float('nan'), False,
+                      'the model gives non-finite Q-values')
+  errors = np.abs(q_values - reference)
+  agreement = float(np.mean(np.argmax(q_values, -1) ==
+                            np.argmax(reference, -1)))
+  passed = agreement >= min_agreement
+  reason = '' if passed else (f'greedy-action agreement {agreement:.3f} is '
+                              f'under the floor {min_agreement:.3f}')
+  return ModelCheck(agreement, float(errors.max()), float(errors.mean()),
+                    passed, reason)
+
+
+@dataclasses.dataclass
+class ExportResult:
+  precision: str
+  version: int
+  model_bytes: bytes
+  check: ModelCheck
+  convert_seconds: float
+
+
+@gin.configurable
+class PolicyExporter:
+  """Converts, checks and publishes models on a thread of its own.
+
+  The train loop hands over a copy of the weights and goes on training; an
+  export requested while the previous one still runs is skipped, so
+  conversion never stalls training.
+
+  Args:
+    q_network: the learner's network; only its weights are read.
+    precisions: TFLite precisions to export at each version.
+    publish: called with each ExportResult that passes its check.
+    min_agreement: greedy-action agreement with fp32 a model needs.
+    model_dir: where the newest published model of each precision is kept.
+  """
+
+  def __init__(self, q_network: network_lib.Network,
+               precisions: Sequence[str],
+               publish: Callable[[Sequence[ExportResult], Sequence[np.ndarray]],
+                                 None],
+               model_dir: str,
+               min_agreement: float = 0.9):
+    self._q_network = q_network
+    self._snapshot_network = q_network.copy(name='ExportSnapshot')
+    self._snapshot_network.create_variables(q_network.input_tensor_spec)
+    self._precisions = tuple(precisions)
+    self._publish = publish
+    self._model_dir = model_dir
+    self._min_agreement = min_agreement
+    self._thread: Optional[threading.Thread] = None
+    self._error: Optional[BaseException] = None
+    self.results = []  # ExportResults of every attempt, newest last.
+    os.makedirs(model_dir, exist_ok=True)
+
+  @property
+  def busy(self) -> bool:
+    return self._thread is not None and self._thread.is_alive()
+
+  def export_async(self, version: int,
+                   calibration_observations: np.ndarray) -> bool:
+    """Starts exporting the current weights; False if still busy."""
+    self.raise_error()
+    if self.busy:
+      return False
+    weights = self._q_network.get_weights()  # Copies: training goes on.
+    self._thread = threading.Thread(
+        target=self._export_guarded,
+        args=(version, weights, np.array(calibration_observations)),
+        name='PolicyExporter', daemon=True)
+    self._thread.start()
+    return True
+
+  def export(self, version: int, calibration_observations: np.ndarray
+            ) -> Sequence[ExportResult]:
+    """Exports synchronously; used at shutdown and in tests."""
+    self.wait()
+    start = len(self.results)
+    self._export(version, self._q_network.get_weights(),
+                 np.array(calibration_observations))
+    return self.results[start:]
+
+  def wait(self) -> None:
+    if self._thread is not None:
+      self._thread.join()
+    self.raise_error()
+
+  def raise_error(self) -> None:
+    if self._error is not None:
+      error, self._error = self._error, None
+      raise error
+
+  def _export_guarded(self, version, weights, observations):
+    try:
+      self._export(version, weights, observations)
+    except BaseException as e:  # pylint: disable=broad-except
+      self._error = e
+
+  def _export(self, version, weights, observations):
+    self._snapshot_network.set_weights(weights)
+    passed = []
+    for precision in self._precisions:
+      start = time.monotonic()
+      model_bytes = convert(self._snapshot_network, precision, observations)
+      seconds = time.monotonic() - start
+      check = check_model(model_bytes, self._snapshot_network, observations,
+                          self._min_agreement)
+      result = ExportResult(precision, version, model_bytes, check, seconds)
+      self.results.append(result)
+      if not check.passed:
+        logging.warning('Not publishing %s model version %d: %s', precision,
+                        version, check.reason)
+        continue
+      self._save(result)
+      passed.append(result)
+    if passed:
+      self._publish(passed, weights)
+
+  def _save(self, result: ExportResult) -> None:
+    path = os.path.join(self._model_dir, f'policy_{result.precision}.tflite')
+    with open(path + '.tmp', 'wb') as f:
+      f.write(result.model_bytes)
+    os.replace(path + '.tmp', path)

@@ -1,0 +1,194 @@
+"""The learner: trains a DqnAgent from replay and publishes its policy.
+
+Reads top to bottom as the data flows: replay batches -> train step ->
+(every `export_interval` steps) weights -> exporter thread -> TFLite models
+and fp32 variables -> Reverb -> actors and evaluator.
+"""
+import os
+import time
+
+from absl import logging
+import gin
+import numpy as np
+import reverb
+import tensorflow as tf
+from tf_agents.experimental.distributed import reverb_variable_container
+from tf_agents.utils import common
+
+from actorq_tf import agents
+from actorq_tf import environments
+from actorq_tf import export
+from actorq_tf import metrics
+from actorq_tf import model_channel
+from actorq_tf import networks
+from actorq_tf import replay
+from actorq_tf.errors import ActorQError
+
+
+class CalibrationPool:
+  """The most recent observations the learner sampled from replay."""
+
+  def __init__(self, capacity: int, seed: int):
+    self._capacity = capacity
+    self._observations = None
+    self._size = 0
+    self._next = 0
+    self._rng = np.random.default_rng(seed)
+
+  def __len__(self):
+    return self._size
+
+  def add(self, observations: np.ndarray) -> None:
+    if self._observations is None:
+      self._observations = np.zeros(
+          (self._capacity, *observations.shape[1:]), np.float32)
+    for observation in observations:
+      self._observations[self._next] = observation
+      self._next = (self._next + 1) % self._capacity
+      self._size = min(self._size + 1, self._capacity)
+
+  def sample(self, count: int) -> np.ndarray:
+    indices = self._rng.choice(self._size, min(count, self._size),
+                               replace=False)
+    return self._observations[indices]
+
+
+@gin.configurable
+def train(root_dir: str,
+          server_address: str,
+          actor_precision: str = 'int8',
+          seed: int = 0,
+          batch_size: int = 64,
+          max_train_steps: int = 0,
+          export_interval: int = 250,
+          checkpoint_interval: int = 5_000,
+          summary_interval: int = 100,
+          num_calibration_observations: int = 256,
+          server_timeout_s: float = 60.0,
+          should_stop=lambda: False) -> int:
+  """Trains until `max_train_steps` (0: until stopped); returns the step.
+
+  Args:
+    root_dir: run directory; checkpoints, models and summaries go here.
+    server_address: host:port of the Reverb server.
+    actor_precision: what the actors run. int8 models are always exported
+      (the evaluator compares them with fp32); fp16 and fp32 are exported
+      too when actors run them; `tf` actors take the fp32 variables.
+    seed: TensorFlow's global seed.
+    batch_size: transitions per train step.
+    max_train_steps: stop after this many train steps; 0 runs until stopped.
+    export_interval: train steps between policy exports.
+    checkpoint_interval: train steps between checkpoints.
+    summary_interval: train steps between TensorBoard summaries.
+    num_calibration_observations: replay observations that calibrate int8.
+    server_timeout_s: how long the Reverb server may not answer.
+    should_stop: polled every step; SIGTERM handling sets it in binaries.
+  """
+  tf.random.set_seed(seed)
+  env = environments.load_environment()
+  q_network = networks.q_network_for(env)
+  train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  agent = agents.create_dqn_agent(env, q_network, train_step)
+
+  client = model_channel.wait_for_server(server_address, server_timeout_s)
+  checkpointer = common.Checkpointer(
+      os.path.join(root_dir, 'checkpoints'), max_to_keep=3, agent=agent,
+      train_step=train_step)
+  checkpointer.initialize_or_restore()
+  if int(train_step):
+    logging.info('Resumed from checkpoint at train step %d.', int(train_step))
+
+  writer = metrics.summary_writer(root_dir, 'learner')
+  publisher = model_channel.ModelPublisher(client)
+  variable_container = reverb_variable_container.ReverbVariableContainer(
+      server_address, table_names=[model_channel.VARIABLES_TABLE])
+
+  def publish(results, weights):
+    for result in results:
+      publisher.publish(result.precision, result.version, result.model_bytes)
+    variable_container.push(model_channel.policy_variables(
+        weights, np.int64(results[0].version)),
+                            table=model_channel.VARIABLES_TABLE)
+    with writer.as_default(step=results[0].version):
+      for result in results:
+        prefix = f'export/{result.precision}'
+        tf.summary.scalar(f'{prefix}/agreement', result.check.agreement)
+        tf.summary.scalar(f'{prefix}/max_q_error', result.check.max_q_error)
+        tf.summary.scalar(f'{prefix}/convert_seconds', result.convert_seconds)
+        tf.summary.scalar(f'{prefix}/model_bytes', len(result.model_bytes))
+    logging.info('Published version %d: %s', results[0].version, ', '.join(
+        f'{r.precision} agreement {r.check.agreement:.3f} max|dQ| '
+        f'{r.check.max_q_error:.4f} ({r.convert_seconds:.2f} s)'
+        for r in results))
+
+  export_precisions = ['int8'] + (
+      [actor_precision] if actor_precision in ('fp16', 'fp32') else [])
+  exporter = export.PolicyExporter(q_network, export_precisions, publish,
+                                   os.path.join(root_dir, 'models'))
+  calibration = CalibrationPool(capacity=4 * num_calibration_observations,
+                                seed=seed)
+
+  dataset = replay.replay_dataset(
+      agent.collect_data_spec, agent.train_sequence_length, server_address,
+      batch_size, rate_limiter_timeout_ms=1_000)
+  train_fn = common.function(agent.train)
+  iterator = iter(dataset)
+  step = int(train_step)
+  steps_per_second = metrics.RateMeter(step)
+  waiting_since = None
+  last_status_time = 0.0
+
+  with writer.as_default(), tf.summary.record_if(
+      lambda: tf.math.equal(train_step % summary_interval, 0)):
+    while not should_stop() and not (max_train_steps and step >= max_train_steps):
+      try:
+        experience, _ = next(iterator)
+        waiting_since = None
+      except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
+              StopIteration):
+        # The rate limiter held sampling past its timeout: actors are
+        # behind, or the server is gone.
+        waiting_since = waiting_since or time.monotonic()
+        _check_server(client, server_timeout_s, waiting_since)
+        iterator = iter(dataset)
+        continue
+
+      loss = train_fn(experience).loss
+      step = int(train_step)
+      if step % 8 == 0:
+        calibration.add(experience.observation[:, 0].numpy())
+      if step % export_interval == 0:
+        if not exporter.export_async(
+            step, calibration.sample(num_calibration_observations)):
+          logging.info('Export at step %d skipped: previous still running.',
+                       step)
+      if step % checkpoint_interval == 0:
+        checkpointer.save(train_step)
+      if step % summary_interval == 0 or time.time() - last_status_time > 5:
+        rate = steps_per_second.rate(step)
+        replay_size = client.server_info(timeout=5)[
+            replay.REPLAY_TABLE].current_size
+        tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
+        tf.summary.scalar('learner/replay_size', replay_size, step=step)
+        metrics.write_status(
+            root_dir, 'learner', train_step=step, loss=float(loss),
+            train_steps_per_second=rate, replay_size=replay_size,
+            exports=len(exporter.results))
+        last_status_time = time.time()
+
+  logging.info('Stopping at train step %d: writing a final checkpoint.', step)
+  checkpointer.save(train_step)
+  exporter.wait()
+  metrics.write_status(root_dir, 'learner', train_step=step, stopped=True,
+                       exports=len(exporter.results))
+  return step
+
+
+def _check_server(client: reverb.Client, timeout_s: float,
+                  waiting_since: float) -> None:
+  try:
+    client.server_info(timeout=5)
+  except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
+    if time.monotonic() - waiting_since > timeout_s:
+      raise ActorQError(f'lost the Reverb server at {client.server_address}: '
+                        f'no answer for {timeout_s:g} s') from e

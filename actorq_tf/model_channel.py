@@ -1,0 +1,144 @@
+"""Publishing policy models and variables through Reverb, and pulling them.
+
+Each precision has a table of size one that keeps the newest model: the
+learner inserts (version, precision, sha256, bytes) and actors sample it.
+Actors keep the version they run and never step back to an older one.
+"""
+import dataclasses
+import hashlib
+import time
+from typing import Optional
+
+from absl import logging
+import numpy as np
+import reverb
+import tensorflow as tf
+
+from actorq_tf.errors import ActorQError
+
+VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
+POLICY_KEY = 'policy'
+VERSION_KEY = 'version'
+
+
+def model_table_name(precision: str) -> str:
+  return f'model_{precision}'
+
+
+def _newest_only_table(name: str, signature) -> reverb.Table:
+  return reverb.Table(
+      name=name,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      max_size=1,
+      max_times_sampled=0,
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=signature)
+
+
+def model_table(precision: str) -> reverb.Table:
+  signature = (tf.TensorSpec([], tf.int64, 'version'),
+               tf.TensorSpec([], tf.string, 'precision'),
+               tf.TensorSpec([], tf.string, 'sha256'),
+               tf.TensorSpec([], tf.string, 'model'))
+  return _newest_only_table(model_table_name(precision), signature)
+
+
+def variables_table(variables) -> reverb.Table:
+  signature = tf.nest.map_structure(
+      lambda v: tf.TensorSpec(v.shape, v.dtype), variables)
+  return _newest_only_table(VARIABLES_TABLE, signature)
+
+
+@dataclasses.dataclass(frozen=True)
+class PublishedModel:
+  version: int
+  precision: str
+  sha256: str
+  model_bytes: bytes
+
+
+def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
+  """Connects to a Reverb server, or fails naming the address."""
+  client = reverb.Client(address)
+  deadline = time.monotonic() + timeout_s
+  while True:
+    try:
+      client.server_info(timeout=max(1, int(min(5, timeout_s))))
+      return client
+    except (reverb.errors.DeadlineExceededError, RuntimeError,
+            ValueError) as e:
+      if time.monotonic() >= deadline:
+        raise ActorQError(
+            f'could not reach the Reverb server at {address} within '
+            f'{timeout_s:g} s ({type(e).__name__})') from e
+      time.sleep(0.5)
+
+
+class ModelPublisher:
+  """Learner side: inserts each model with its version into its table."""
+
+  def __init__(self, client: reverb.Client):
+    self._client = client
+
+  def publish(self, precision: str, version: int, model_bytes: bytes) -> None:
+    digest = hashlib.sha256(model_bytes).hexdigest()
+    self._client.insert(
+        [np.int64(version), np.array(precision.encode(), dtype=object),
+         np.array(digest.encode(), dtype=object),
+         np.array(model_bytes, dtype=object)],
+        priorities={model_table_name(precision): 1.0})
+
+
+class ModelPuller:
+  """Actor side: fetches the newest model of one precision if it is new."""
+
+  def __init__(self, client: reverb.Client, precision: str,
+               server_timeout_s: float = 10.0):
+    self._client = client
+    self._precision = precision
+    self._table = model_table_name(precision)
+    self._server_timeout_s = server_timeout_s
+    self._table_has_model = False
+    self.version = 0
+
+  def _has_model(self) -> bool:
+    # Sampling an empty table blocks on its rate limiter; once a model has
+    # been published the table always holds one.
+    if not self._table_has_model:
+      info = self._client.server_info(
+          timeout=max(1, int(self._server_timeout_s)))
+      if self._table not in info:
+        raise ActorQError(f'the Reverb server has no table {self._table!r}: '
+                          'is it serving this precision?')
+      self._table_has_model = info[self._table].current_size > 0
+    return self._table_has_model
+
+  def pull_newer(self) -> Optional[PublishedModel]:
+    """The newest model if its version is above the one in use, else None."""
+    if not self._has_model():
+      return None
+    sample = next(self._client.sample(self._table, num_samples=1,
+                                      emit_timesteps=False))
+    version, precision, digest, model_bytes = (
+        np.asarray(column).reshape(()).item() for column in sample.data)
+    if version <= self.version:
+      return None
+    if hashlib.sha256(model_bytes).hexdigest() != digest.decode():
+      logging.warning('Ignoring model version %d: its bytes fail the '
+                      'checksum; keeping version %d.', version, self.version)
+      return None
+    return PublishedModel(int(version), precision.decode(), digest.decode(),
+                          model_bytes)
+
+  def accept(self, model: PublishedModel) -> None:
+    """Records that the actor now runs `model`; versions only go forward."""
+    if model.version <= self.version:
+      raise ValueError(f'model version {model.version} is not newer than '
+                       f'{self.version}')
+    self.version = model.version
+
+
+def policy_variables(network_variables, version):
+  """The nest pushed to and pulled from the variables table."""
+  return {POLICY_KEY: network_variables, VERSION_KEY: version}

@@ -1,0 +1,160 @@
+"""The replay table: actors write transitions, the learner samples batches."""
+import time
+from typing import Optional
+
+from absl import logging
+import gin
+import reverb
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory as trajectory_lib
+
+from actorq_tf.errors import ActorQError
+
+REPLAY_TABLE = 'replay'
+
+
+@gin.configurable
+def replay_table(collect_data_spec, sequence_length: int,
+                 capacity: int = 100_000,
+                 samples_per_insert: float = 32.0,
+                 min_size_to_sample: int = 1_000,
+                 samples_per_insert_tolerance: float = 0.5) -> reverb.Table:
+  """Uniform replay whose rate limiter fixes samples per insert.
+
+  With a fixed ratio a run learns the same per env step whatever the actors'
+  speed: fast actors wait for the learner, a slow learner waits for data.
+
+  Args:
+    collect_data_spec: the agent's trajectory spec (one step).
+    sequence_length: steps per item (n-step update + 1).
+    capacity: items kept; the oldest are removed first.
+    samples_per_insert: sampled items per inserted item; with batch B the
+      learner makes samples_per_insert / B train steps per env step.
+    min_size_to_sample: items needed before the first sample.
+    samples_per_insert_tolerance: slack of the ratio, as a fraction of
+      min_size_to_sample * samples_per_insert.
+  """
+  error_buffer = max(
+      samples_per_insert,
+      samples_per_insert_tolerance * min_size_to_sample * samples_per_insert)
+  signature = tensor_spec.add_outer_dim(collect_data_spec, sequence_length)
+  return reverb.Table(
+      name=REPLAY_TABLE,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      max_size=capacity,
+      max_times_sampled=0,
+      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+          samples_per_insert=samples_per_insert,
+          min_size_to_sample=min_size_to_sample,
+          error_buffer=error_buffer),
+      signature=signature)
+
+
+def replay_dataset(collect_data_spec, sequence_length: int,
+                   server_address: str, batch_size: int,
+                   rate_limiter_timeout_ms: int) -> tf.data.Dataset:
+  """Batches of [batch, sequence_length] trajectories from the table.
+
+  A sample that waits on the rate limiter past the timeout ends the dataset,
+  so the learner gets control back to check for shutdown.
+  """
+  replay = reverb_replay_buffer.ReverbReplayBuffer(
+      collect_data_spec,
+      table_name=REPLAY_TABLE,
+      sequence_length=sequence_length,
+      server_address=server_address,
+      rate_limiter_timeout_ms=rate_limiter_timeout_ms)
+  return replay.as_dataset(
+      sample_batch_size=batch_size, num_steps=sequence_length).prefetch(2)
+
+
+def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:
+  """The replay table's item length, read from its signature."""
+  info = client.server_info(timeout=max(1, int(timeout_s)))
+  if REPLAY_TABLE not in info:
+    raise ActorQError(f'the Reverb server has no {REPLAY_TABLE!r} table')
+  signature = info[REPLAY_TABLE].signature
+  return int(tf.nest.flatten(signature)[0].shape[0])
+
+
+class ExperienceWriter:
+  """Writes overlapping windows of `sequence_length` steps to the replay.
+
+  Called once per env step with a one-step Trajectory, like TF-Agents'
+  ReverbAddTrajectoryObserver, but every blocking call has a timeout: a
+  rate limiter may hold inserts for a long time while the learner catches
+  up, and a dead server must not hang the actor.
+
+  Args:
+    client: Reverb client of the replay server.
+    sequence_length: steps per item, from the table's signature.
+    max_in_flight_items: items that may wait for the server before `write`
+      blocks; keeps actors in step with the rate limiter.
+    timeout_s: how long one blocking call may wait before the server is
+      checked; the writer keeps waiting while the server answers.
+    give_up_s: how long the server may stay unreachable before the actor
+      fails with a clear error.
+  """
+
+  def __init__(self, client: reverb.Client, sequence_length: int,
+               max_in_flight_items: int = 8, timeout_s: float = 5.0,
+               give_up_s: float = 60.0):
+    self._client = client
+    self._sequence_length = sequence_length
+    self._max_in_flight_items = max_in_flight_items
+    self._timeout_ms = int(timeout_s * 1000)
+    self._give_up_s = give_up_s
+    self._writer = client.trajectory_writer(
+        num_keep_alive_refs=sequence_length, validate_items=False)
+    self._cached_steps = 0
+    self.blocked_seconds = 0.0  # Time spent waiting on the rate limiter.
+
+  def write(self, trajectory: trajectory_lib.Trajectory) -> None:
+    self._writer.append(trajectory)
+    self._cached_steps += 1
+    if self._cached_steps >= self._sequence_length:
+      item = tf.nest.map_structure(lambda column: column[-self._sequence_length:],
+                                   self._writer.history)
+      self._writer.create_item(REPLAY_TABLE, priority=1.0, trajectory=item)
+      self._wait(lambda timeout_ms: self._writer.flush(
+          self._max_in_flight_items, timeout_ms=timeout_ms))
+    if trajectory.is_boundary():
+      self._wait(lambda timeout_ms: self._writer.end_episode(
+          clear_buffers=True, timeout_ms=timeout_ms))
+      self._cached_steps = 0
+
+  def close(self) -> None:
+    try:
+      self._wait(lambda timeout_ms: self._writer.flush(timeout_ms=timeout_ms))
+    finally:
+      self._writer.close()
+
+  def _wait(self, blocking_call) -> None:
+    start = time.monotonic()
+    unreachable_since: Optional[float] = None
+    while True:
+      try:
+        blocking_call(self._timeout_ms)
+        self.blocked_seconds += time.monotonic() - start
+        return
+      except reverb.errors.DeadlineExceededError:
+        pass
+      # Either the rate limiter holds us (the learner is behind) or the
+      # server is gone; only the latter is an error.
+      try:
+        self._client.server_info(timeout=max(1, self._timeout_ms // 1000))
+        unreachable_since = None
+      except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
+        now = time.monotonic()
+        if unreachable_since is None:
+          unreachable_since = now
+          logging.warning('Reverb server %s is not answering; waiting up to '
+                          '%.0f s.', self._client.server_address,
+                          self._give_up_s)
+        if now - unreachable_since > self._give_up_s:
+          raise ActorQError(
+              f'lost the Reverb server at {self._client.server_address}: no '
+              f'answer for {self._give_up_s:g} s') from e

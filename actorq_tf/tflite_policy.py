@@ -1,0 +1,117 @@
+"""A Q-network running in the TFLite interpreter, as the actors use it."""
+from typing import Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from actorq_tf.errors import ActorQError
+
+
+class TFLiteQNetwork:
+  """Runs a TFLite model observation -> Q-values, batch 1 by default.
+
+  Full-int8 models take and give int8 tensors: observations are quantized with
+  the input's scale and zero point and Q-values dequantized with the output's,
+  so callers always see float32.
+  """
+
+  def __init__(self, model_bytes: bytes, num_threads: int = 1):
+    try:
+      # One thread per interpreter: with more threads than cores each call
+      # becomes thousands of times slower on small machines.
+      self._interpreter = tf.lite.Interpreter(model_content=model_bytes,
+                                              num_threads=num_threads)
+      self._interpreter.allocate_tensors()
+    except (ValueError, RuntimeError) as e:
+      raise ActorQError(f'model bytes do not load in TFLite: {e}') from e
+    self._input = self._interpreter.get_input_details()[0]
+    self._output = self._interpreter.get_output_details()[0]
+    self._input_index = self._input['index']
+    self._output_index = self._output['index']
+    self._input_dtype = self._input['dtype']
+    self._input_scale, self._input_zero_point = self._input['quantization']
+    self._output_scale, self._output_zero_point = self._output['quantization']
+    self._batch_size = int(self._input['shape'][0])
+    self.model_bytes = model_bytes
+
+  @property
+  def observation_shape(self) -> Tuple[int, ...]:
+    return tuple(int(d) for d in self._input['shape'][1:])
+
+  @property
+  def num_actions(self) -> int:
+    return int(self._output['shape'][-1])
+
+  @property
+  def is_quantized(self) -> bool:
+    return self._input_dtype == np.int8
+
+  def _quantize(self, observation: np.ndarray) -> np.ndarray:
+    if not self.is_quantized:
+      return observation.astype(self._input_dtype, copy=False)
+    quantized = np.round(observation / self._input_scale +
+                         self._input_zero_point)
+    return np.clip(quantized, -128, 127).astype(np.int8)
+
+  def _dequantize(self, q_values: np.ndarray) -> np.ndarray:
+    if self._output['dtype'] != np.int8:
+      return q_values
+    return ((q_values.astype(np.float32) - self._output_zero_point) *
+            self._output_scale)
+
+  def q_values(self, observations: np.ndarray) -> np.ndarray:
+    """Q-values for a batch of observations, shape [batch, num_actions]."""
+    batch = observations.shape[0]
+    if batch != self._batch_size:
+      self._interpreter.resize_tensor_input(
+          self._input_index, [batch, *self.observation_shape])
+      self._interpreter.allocate_tensors()
+      self._batch_size = batch
+    self._interpreter.set_tensor(self._input_index,
+                                 self._quantize(observations))
+    self._interpreter.invoke()
+    return self._dequantize(self._interpreter.get_tensor(self._output_index))
+
+  def greedy_action(self, observation: np.ndarray) -> int:
+    """argmax_a Q(observation, a) for one unbatched observation."""
+    if self._batch_size != 1:
+      return int(np.argmax(self.q_values(observation[None])[0]))
+    self._interpreter.set_tensor(self._input_index,
+                                 self._quantize(observation[None]))
+    self._interpreter.invoke()
+    # argmax of int8 outputs equals argmax of their dequantized values
+    # (the scale is positive), so the hot path skips dequantization.
+    return int(np.argmax(self._interpreter.get_tensor(self._output_index)[0]))
+
+  def op_names(self):
+    """Names of the builtin ops in the model, for checks and tests."""
+    return [op['op_name'] for op in self._interpreter._get_ops_details()]  # pylint: disable=protected-access
+
+
+class EpsilonGreedy:
+  """Epsilon-greedy exploration in the actor's Python, per-actor generator.
+
+  Epsilon decays linearly from `initial_epsilon` to `final_epsilon` over
+  `decay_steps` env steps of this actor.
+  """
+
+  def __init__(self, num_actions: int, final_epsilon: float,
+               initial_epsilon: float = 1.0, decay_steps: int = 0,
+               seed: int = 0):
+    self._num_actions = num_actions
+    self._initial = initial_epsilon
+    self._final = final_epsilon
+    self._decay_steps = decay_steps
+    self._rng = np.random.default_rng(seed)
+
+  def epsilon(self, step: int) -> float:
+    if self._decay_steps <= 0 or step >= self._decay_steps:
+      return self._final
+    fraction = step / self._decay_steps
+    return self._initial + fraction * (self._final - self._initial)
+
+  def explore(self, step: int) -> bool:
+    return self._rng.random() < self.epsilon(step)
+
+  def random_action(self) -> int:
+    return int(self._rng.integers(self._num_actions))

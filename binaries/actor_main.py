@@ -1,0 +1,38 @@
+"""Runs one actor: the newest policy in an environment, feeding replay."""
+from absl import flags
+
+from binaries import common
+from actorq_tf import PRECISIONS
+from actorq_tf import actor
+
+common.define_server_address_flag()
+flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
+                  'int8, fp16 or fp32 TFLite models, or tf: TF-Agents\' own '
+                  'fp32 policy on the learner\'s variables.')
+flags.DEFINE_integer('actor_index', 0, 'Index of this actor.')
+flags.DEFINE_integer('num_actors', 1, 'Actors in the run (epsilon spread).')
+flags.DEFINE_integer('max_env_steps', 0, 'Stop after this many env steps; 0 '
+                     'runs until stopped.')
+flags.DEFINE_integer('model_pull_interval', 0, 'Env steps between pulls of a '
+                     'newer model; 0: 1 for tf, 100 for TFLite.')
+flags.mark_flag_as_required('root_dir')
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  common.parse_gin()
+  stop = common.stop_on_signals()
+  actor.run_actor(FLAGS.root_dir, FLAGS.replay_server_address,
+                  precision=FLAGS.actor_precision,
+                  actor_index=FLAGS.actor_index, num_actors=FLAGS.num_actors,
+                  seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
+                  model_pull_interval=FLAGS.model_pull_interval,
+                  should_stop=stop.is_set)
+
+
+def run():
+  common.run(main)
+
+
+if __name__ == '__main__':
+  run()

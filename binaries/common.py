@@ -1,0 +1,54 @@
+"""What every binary shares: the usual flags, gin, quiet logs, clean errors."""
+import signal
+import sys
+import threading
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import actorq_tf  # pylint: disable=unused-import  (sets TF log level first)
+from actorq_tf import config
+from actorq_tf.errors import ActorQError
+
+flags.DEFINE_string('root_dir', None, 'Run directory: summaries, checkpoints, '
+                    'models, status files.')
+flags.DEFINE_multi_string('gin_file', [config.DEFAULT_GIN_FILE],
+                          'gin config files, by path or by name in '
+                          'gin_configs/.')
+flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings, e.g. '
+                          '"actorq_tf.learner.train.batch_size = 128".')
+flags.DEFINE_integer('seed', 0, 'Base random seed.')
+FLAGS = flags.FLAGS
+
+
+def define_server_address_flag():
+  flags.DEFINE_string('replay_server_address', 'localhost:8008',
+                      'host:port of the Reverb server.')
+
+
+def parse_gin():
+  config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings)
+
+
+def stop_on_signals() -> threading.Event:
+  """An event that SIGTERM and SIGINT set, for a clean shutdown."""
+  stop = threading.Event()
+  for signum in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(signum, lambda *_: stop.set())
+  return stop
+
+
+def run(main):
+  """app.run that shows an ActorQError as one line and exits with 1."""
+
+  def main_with_clean_errors(argv):
+    logging.set_verbosity(logging.INFO)
+    try:
+      return main(argv)
+    except ActorQError as e:
+      logging.error('%s', e)
+      print(f'{sys.argv[0].split("/")[-1]}: error: {e}', file=sys.stderr)
+      sys.exit(1)
+
+  app.run(main_with_clean_errors)

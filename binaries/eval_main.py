@@ -1,0 +1,27 @@
+"""Evaluates each new model: greedy int8 TFLite and greedy fp32, same seeds."""
+from absl import flags
+
+from binaries import common
+from actorq_tf import evaluation
+
+common.define_server_address_flag()
+flags.DEFINE_integer('max_evaluations', 0, 'Stop after this many; 0 runs '
+                     'until stopped.')
+flags.mark_flag_as_required('root_dir')
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  common.parse_gin()
+  stop = common.stop_on_signals()
+  evaluation.run_evaluator(FLAGS.root_dir, FLAGS.replay_server_address,
+                           seed=FLAGS.seed, should_stop=stop.is_set,
+                           max_evaluations=FLAGS.max_evaluations)
+
+
+def run():
+  common.run(main)
+
+
+if __name__ == '__main__':
+  run()

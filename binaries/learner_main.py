@@ -1,0 +1,31 @@
+"""Trains a DQN agent from replay and publishes its policy to the actors."""
+from absl import flags
+
+from binaries import common
+from actorq_tf import PRECISIONS
+from actorq_tf import learner
+
+common.define_server_address_flag()
+flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
+                  'What the actors run; decides which models are exported.')
+flags.DEFINE_integer('max_train_steps', 0, 'Stop after this many train '
+                     'steps; 0 trains until stopped.')
+flags.mark_flag_as_required('root_dir')
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  common.parse_gin()
+  stop = common.stop_on_signals()
+  learner.train(FLAGS.root_dir, FLAGS.replay_server_address,
+                actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
+                max_train_steps=FLAGS.max_train_steps,
+                should_stop=stop.is_set)
+
+
+def run():
+  common.run(main)
+
+
+if __name__ == '__main__':
+  run()
