@@ -31,6 +31,7 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   import actorq_tf.export  # pylint: disable=g-import-not-at-top,unused-import
   import actorq_tf.learner  # pylint: disable=g-import-not-at-top,unused-import
   import actorq_tf.actor  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.launcher  # pylint: disable=g-import-not-at-top,unused-import
   import actorq_tf.evaluation  # pylint: disable=g-import-not-at-top,unused-import
   import actorq_tf.replay  # pylint: disable=g-import-not-at-top,unused-import
   files = [resolve_gin_file(f) for f in gin_files]

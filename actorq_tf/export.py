@@ -21,6 +21,21 @@ from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import TFLiteQNetwork
 
 
+def centre_q_values(q_network: network_lib.Network) -> None:
+  """Subtracts the mean over actions from the Q-head, in place.
+
+  Q-values of a trained agent sit near r / (1 - gamma) and differ between
+  actions by a small fraction of that; one int8 scale over the whole range
+  would round those differences away. Centred values keep every action's
+  advantage over the mean, which has the same argmax and a range int8 can
+  resolve. Folding the centring into the last layer's weights is exact.
+  """
+  head = q_network.layers[-1]
+  kernel, bias = head.get_weights()
+  head.set_weights([kernel - kernel.mean(axis=1, keepdims=True),
+                    bias - bias.mean()])
+
+
 def _q_values_function(q_network: network_lib.Network):
   observation_spec = q_network.input_tensor_spec
   signature = tf.TensorSpec([1, *observation_spec.shape], tf.float32,
@@ -118,6 +133,9 @@ class ExportResult:
 class PolicyExporter:
   """Converts, checks and publishes models on a thread of its own.
 
+  Models map observations to centred Q-values (see `centre_q_values`): the
+  actors need only their argmax.
+
   The train loop hands over a copy of the weights and goes on training; an
   export requested while the previous one still runs is skipped, so
   conversion never stalls training.
@@ -193,6 +211,7 @@ class PolicyExporter:
 
   def _export(self, version, weights, observations):
     self._snapshot_network.set_weights(weights)
+    centre_q_values(self._snapshot_network)
     passed = []
     for precision in self._precisions:
       start = time.monotonic()

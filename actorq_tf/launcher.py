@@ -1,0 +1,281 @@
+"""Runs a whole ActorQ training on one machine: one process per role.
+
+Starts the Reverb server, the learner, the evaluator and N actors as
+subprocesses (each logging to `root_dir/logs/<role>.log`), prints progress,
+stops at the target return or a budget, shuts every role down in order, and
+writes `summary.json` last, so a run directory with a summary is finished.
+"""
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence
+
+import gin
+import portpicker
+
+from actorq_tf import evaluation
+from actorq_tf import metrics
+from actorq_tf import model_channel
+from actorq_tf.errors import ActorQError
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUMMARY_FILE = 'summary.json'
+
+
+@dataclasses.dataclass
+class RunSettings:
+  root_dir: str
+  gin_files: Sequence[str]
+  gin_bindings: Sequence[str]
+  actor_precision: str
+  num_actors: int
+  seed: int
+  max_env_steps: int
+  max_wall_time_s: float
+  progress_interval_s: float = 10.0
+  shutdown_grace_s: float = 30.0
+
+
+class RoleProcess:
+  """One role's subprocess, its output in a log file."""
+
+  def __init__(self, name: str, module: str, args: List[str], log_dir: str):
+    self.name = name
+    self.log_path = os.path.join(log_dir, f'{name}.log')
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (PROJECT_ROOT, env.get('PYTHONPATH')) if p)
+    with open(self.log_path, 'ab') as log:
+      # A session of its own: Ctrl-C reaches only the launcher, which then
+      # stops the roles in order.
+      self.process = subprocess.Popen(
+          [sys.executable, '-m', module, *args], stdout=log,
+          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+          cwd=PROJECT_ROOT, start_new_session=True)
+
+  def exit_code(self) -> Optional[int]:
+    return self.process.poll()
+
+  def terminate(self) -> None:
+    if self.process.poll() is None:
+      self.process.send_signal(signal.SIGTERM)
+
+  def wait(self, timeout_s: float) -> None:
+    try:
+      self.process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+      self.process.kill()
+      self.process.wait()
+
+  def log_tail(self, lines: int = 8) -> str:
+    try:
+      with open(self.log_path, errors='replace') as f:
+        kept = [l.rstrip() for l in f if l.strip()]
+      return '\n'.join(kept[-lines:])
+    except FileNotFoundError:
+      return ''
+
+
+def _target_metric(precision: str) -> str:
+  # int8 actors are judged by the int8 model they run; the other precisions
+  # run (a close copy of) the fp32 network.
+  return 'return_int8' if precision == 'int8' else 'return_fp32'
+
+
+class _Interrupted:
+  def __init__(self):
+    self.signal_name = None
+    for signum in (signal.SIGINT, signal.SIGTERM):
+      signal.signal(signum, self._handle)
+
+  def _handle(self, signum, _):
+    self.signal_name = signal.Signals(signum).name
+
+
+@gin.configurable
+def run_local(settings: RunSettings,
+              target_return: float = gin.REQUIRED,
+              log=print) -> Dict:
+  """Trains until the target, a budget, a failure or Ctrl-C; returns summary.
+
+  Args:
+    settings: what to run and where.
+    target_return: mean greedy eval return (10 episodes) that ends the run.
+    log: where progress lines go.
+  """
+  root_dir = settings.root_dir
+  if os.path.exists(os.path.join(root_dir, SUMMARY_FILE)):
+    raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
+                      'exists); choose another --root_dir')
+  log_dir = os.path.join(root_dir, 'logs')
+  os.makedirs(log_dir, exist_ok=True)
+  with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
+    f.write(gin.config_str())
+
+  interrupted = _Interrupted()
+  port = portpicker.pick_unused_port()
+  address = f'localhost:{port}'
+  common_args = ['--root_dir', root_dir, '--seed', str(settings.seed)]
+  for gin_file in settings.gin_files:
+    common_args += ['--gin_file', gin_file]
+  for binding in settings.gin_bindings:
+    common_args += ['--gin_bindings', binding]
+  client_args = common_args + ['--replay_server_address', address]
+  precision_args = ['--actor_precision', settings.actor_precision]
+
+  start = time.monotonic()
+  start_wall_time = time.time()
+  roles = [RoleProcess('reverb_server', 'binaries.reverb_server_main',
+                       common_args + ['--port', str(port)], log_dir)]
+  summary = {
+      'precision': settings.actor_precision,
+      'target_return': target_return,
+      'target_metric': _target_metric(settings.actor_precision),
+      'target_reached': False,
+      'time_to_target_s': None,
+      'env_steps_to_target': None,
+      'train_steps_to_target': None,
+      'num_actors': settings.num_actors,
+      'seed': settings.seed,
+      'gin_files': list(settings.gin_files),
+      'gin_bindings': list(settings.gin_bindings),
+      'replay_server_address': address,
+  }
+  status = 'failed'
+  error = None
+  try:
+    _wait_for_role_server(roles[0], address, interrupted)
+    roles.append(RoleProcess('learner', 'binaries.learner_main',
+                             client_args + precision_args, log_dir))
+    roles.append(RoleProcess('eval', 'binaries.eval_main', client_args,
+                             log_dir))
+    for i in range(settings.num_actors):
+      roles.append(RoleProcess(
+          f'actor_{i}', 'binaries.actor_main',
+          client_args + precision_args +
+          ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
+          log_dir))
+    log(f'Run directory {root_dir}: Reverb at {address}, learner, evaluator '
+        f'and {settings.num_actors} {settings.actor_precision} actor(s); '
+        f'logs in {log_dir}')
+
+    next_progress = time.monotonic() + settings.progress_interval_s
+    seen_results = 0
+    while True:
+      time.sleep(0.5)
+      for role in roles:
+        if role.exit_code() is not None:
+          raise ActorQError(
+              f'role {role.name} exited with code {role.exit_code()}; last '
+              f'lines of {role.log_path}:\n{role.log_tail()}')
+      progress = _progress(root_dir, settings.num_actors)
+      results = evaluation.read_results(root_dir)
+      for result in results[seen_results:]:
+        if result[summary['target_metric']] >= target_return:
+          summary.update(
+              target_reached=True,
+              time_to_target_s=round(result['time'] - start_wall_time, 1),
+              env_steps_to_target=progress['env_steps'],
+              train_steps_to_target=result['version'])
+          break
+      seen_results = len(results)
+      now = time.monotonic()
+      if summary['target_reached']:
+        status = 'target_reached'
+      elif interrupted.signal_name:
+        status = f'interrupted ({interrupted.signal_name})'
+      elif settings.max_env_steps and (progress['env_steps'] >=
+                                       settings.max_env_steps):
+        status = 'max_env_steps'
+      elif settings.max_wall_time_s and (now - start >=
+                                         settings.max_wall_time_s):
+        status = 'max_wall_time'
+      if status != 'failed' or now >= next_progress:
+        log(_progress_line(now - start, progress, results[-1:]))
+        next_progress = now + settings.progress_interval_s
+      if status != 'failed':
+        break
+  except ActorQError as e:
+    error = str(e)
+  finally:
+    log(f'Stopping ({status if error is None else "a role failed"}).')
+    _stop_roles(roles, settings.shutdown_grace_s)
+
+  progress = _progress(root_dir, settings.num_actors)
+  results = evaluation.read_results(root_dir)
+  last = results[-1] if results else {}
+  summary.update(
+      status=status,
+      error=error,
+      wall_time_s=round(time.monotonic() - start, 1),
+      env_steps=progress['env_steps'],
+      train_steps=progress['train_steps'],
+      eval_version=last.get('version'),
+      eval_return_int8=last.get('return_int8'),
+      eval_return_fp32=last.get('return_fp32'),
+      model_path=os.path.join(root_dir, 'models', 'policy_int8.tflite'),
+      exit_codes={role.name: role.exit_code() for role in roles})
+  metrics.write_json_atomically(os.path.join(root_dir, SUMMARY_FILE), summary)
+  if error is not None:
+    raise ActorQError(error)
+  return summary
+
+
+def _wait_for_role_server(server: RoleProcess, address: str,
+                          interrupted: _Interrupted,
+                          timeout_s: float = 120.0) -> None:
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline and not interrupted.signal_name:
+    if server.exit_code() is not None:
+      raise ActorQError(
+          f'the Reverb server exited with code {server.exit_code()}; last '
+          f'lines of {server.log_path}:\n{server.log_tail()}')
+    try:
+      model_channel.wait_for_server(address, timeout_s=1)
+      return
+    except ActorQError:
+      pass
+  raise ActorQError(f'the Reverb server did not start at {address}')
+
+
+def _progress(root_dir: str, num_actors: int) -> Dict:
+  actors = [metrics.read_status(root_dir, f'actor_{i}') or {}
+            for i in range(num_actors)]
+  learner = metrics.read_status(root_dir, 'learner') or {}
+  return {
+      'env_steps': sum(a.get('env_steps', 0) for a in actors),
+      'env_steps_per_second': sum(a.get('env_steps_per_second', 0.0)
+                                  for a in actors),
+      'model_versions': [a.get('model_version', 0) for a in actors],
+      'train_steps': learner.get('train_step', 0),
+      'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
+  }
+
+
+def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
+  line = (f'[{elapsed_s:6.0f} s] env steps {progress["env_steps"]:,} '
+          f'({progress["env_steps_per_second"]:,.0f}/s) | train steps '
+          f'{progress["train_steps"]:,} '
+          f'({progress["train_steps_per_second"]:,.0f}/s) | actor model '
+          f'v{min(progress["model_versions"] or [0])}')
+  if results:
+    r = results[-1]
+    line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '
+             f'fp32 {r["return_fp32"]:.1f}')
+  return line
+
+
+def _stop_roles(roles: List[RoleProcess], grace_s: float) -> None:
+  """Actors and evaluator first, then the learner, then the server."""
+  order = ([r for r in roles if r.name.startswith('actor') or r.name == 'eval'],
+           [r for r in roles if r.name == 'learner'],
+           [r for r in roles if r.name == 'reverb_server'])
+  for group in order:
+    for role in group:
+      role.terminate()
+    deadline = time.monotonic() + grace_s
+    for role in group:
+      role.wait(max(0.1, deadline - time.monotonic()))
