@@ -5,5 +5,13 @@ import os
 # errors, drop the info lines. A user's own setting wins.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+try:
+  # gym prints a three-line "unmaintained" banner on import in every process;
+  # tf-agents 0.19 needs gym 0.23, so the advice cannot be taken here.
+  import gym_notices.notices  # pylint: disable=g-import-not-at-top
+  gym_notices.notices.notices.clear()
+except ImportError:
+  pass
+
 PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
 TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')

@@ -57,7 +57,7 @@ class TFLiteActorPolicy:
     if model is None:
       return False
     try:
-      network = TFLiteQNetwork(model.model_bytes)
+      network = TFLiteQNetwork(model.model_bytes, model.normalizer)
     except ActorQError as e:
       logging.warning('Keeping model version %d: version %d %s',
                       self.version, model.version, e)

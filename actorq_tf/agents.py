@@ -18,13 +18,19 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
                      target_update_tau: float = 1.0,
                      n_step_update: int = 1,
                      huber_loss: bool = True,
-                     gradient_clipping: float = 10.0) -> dqn_agent.DqnAgent:
-  """A DqnAgent with a target network; exploration lives in the actors."""
+                     gradient_clipping: float = 10.0,
+                     double_dqn: bool = True) -> dqn_agent.DqnAgent:
+  """A DqnAgent (Double DQN by default) with a target network.
+
+  Exploration lives in the actors, so the agent's own collect policy is
+  never used.
+  """
   time_step_spec = tensor_spec.from_spec(env.time_step_spec())
   action_spec = tensor_spec.from_spec(env.action_spec())
   loss_fn = (common.element_wise_huber_loss if huber_loss
              else common.element_wise_squared_loss)
-  agent = dqn_agent.DqnAgent(
+  agent_class = dqn_agent.DdqnAgent if double_dqn else dqn_agent.DqnAgent
+  agent = agent_class(
       time_step_spec,
       action_spec,
       q_network=q_network,

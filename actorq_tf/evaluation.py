@@ -113,7 +113,7 @@ def run_evaluator(root_dir: str,
       if int(version.numpy()) >= model.version:
         break
       time.sleep(0.1)
-    int8_network = TFLiteQNetwork(model.model_bytes)
+    int8_network = TFLiteQNetwork(model.model_bytes, model.normalizer)
     puller.accept(model)
     int8_returns = greedy_returns(
         envs, lambda o: np.argmax(int8_network.q_values(o), axis=-1), seeds)

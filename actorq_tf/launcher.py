@@ -6,6 +6,7 @@ stops at the target return or a budget, shuts every role down in order, and
 writes `summary.json` last, so a run directory with a summary is finished.
 """
 import dataclasses
+import functools
 import os
 import signal
 import subprocess
@@ -98,7 +99,7 @@ class _Interrupted:
 @gin.configurable
 def run_local(settings: RunSettings,
               target_return: float = gin.REQUIRED,
-              log=print) -> Dict:
+              log=functools.partial(print, flush=True)) -> Dict:
   """Trains until the target, a budget, a failure or Ctrl-C; returns summary.
 
   Args:

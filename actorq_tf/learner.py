@@ -12,7 +12,6 @@ import gin
 import numpy as np
 import reverb
 import tensorflow as tf
-from tf_agents.experimental.distributed import reverb_variable_container
 from tf_agents.utils import common
 
 from actorq_tf import agents
@@ -100,25 +99,29 @@ def train(root_dir: str,
 
   writer = metrics.summary_writer(root_dir, 'learner')
   publisher = model_channel.ModelPublisher(client)
-  variable_container = reverb_variable_container.ReverbVariableContainer(
-      server_address, table_names=[model_channel.VARIABLES_TABLE])
 
   def publish(results, weights):
     for result in results:
-      publisher.publish(result.precision, result.version, result.model_bytes)
-    variable_container.push(model_channel.policy_variables(
-        weights, np.int64(results[0].version)),
-                            table=model_channel.VARIABLES_TABLE)
+      publisher.publish(model_channel.PublishedModel(
+          result.version, result.precision, result.model_bytes,
+          result.normalizer))
+    publisher.publish_variables(weights, results[0].version)
     with writer.as_default(step=results[0].version):
       for result in results:
         prefix = f'export/{result.precision}'
         tf.summary.scalar(f'{prefix}/agreement', result.check.agreement)
+        tf.summary.scalar(f'{prefix}/decisive_agreement',
+                          result.check.decisive_agreement)
         tf.summary.scalar(f'{prefix}/max_q_error', result.check.max_q_error)
+        tf.summary.scalar(f'{prefix}/mean_q_regret',
+                          result.check.mean_q_regret)
         tf.summary.scalar(f'{prefix}/convert_seconds', result.convert_seconds)
         tf.summary.scalar(f'{prefix}/model_bytes', len(result.model_bytes))
     logging.info('Published version %d: %s', results[0].version, ', '.join(
-        f'{r.precision} agreement {r.check.agreement:.3f} max|dQ| '
-        f'{r.check.max_q_error:.4f} ({r.convert_seconds:.2f} s)'
+        f'{r.precision} agreement {r.check.agreement:.3f} (decisive '
+        f'{r.check.decisive_agreement:.3f}) max|dQ| '
+        f'{r.check.max_q_error:.3f} regret {r.check.mean_q_regret:.4f} '
+        f'({r.convert_seconds:.2f} s)'
         for r in results))
 
   export_precisions = ['int8'] + (
@@ -142,7 +145,7 @@ def train(root_dir: str,
       lambda: tf.math.equal(train_step % summary_interval, 0)):
     while not should_stop() and not (max_train_steps and step >= max_train_steps):
       try:
-        experience, _ = next(iterator)
+        experience = next(iterator)
         waiting_since = None
       except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
               StopIteration):

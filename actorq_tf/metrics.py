@@ -27,6 +27,7 @@ def write_json_atomically(path: str, data: Dict[str, Any]) -> None:
 
 def write_status(root_dir: str, role: str, **figures) -> None:
   figures['time'] = time.time()
+  figures['pid'] = os.getpid()
   write_json_atomically(os.path.join(root_dir, STATUS_DIR, f'{role}.json'),
                         figures)
 

@@ -1,7 +1,8 @@
 """Publishing policy models and variables through Reverb, and pulling them.
 
 Each precision has a table of size one that keeps the newest model: the
-learner inserts (version, precision, sha256, bytes) and actors sample it.
+learner inserts (version, precision, sha256, model bytes, observation shift
+and scale) and actors sample it.
 Actors keep the version they run and never step back to an older one.
 """
 import dataclasses
@@ -13,8 +14,10 @@ from absl import logging
 import numpy as np
 import reverb
 import tensorflow as tf
+from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.tflite_policy import ObservationNormalizer
 
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'
@@ -36,11 +39,13 @@ def _newest_only_table(name: str, signature) -> reverb.Table:
       signature=signature)
 
 
-def model_table(precision: str) -> reverb.Table:
+def model_table(precision: str, observation_shape) -> reverb.Table:
   signature = (tf.TensorSpec([], tf.int64, 'version'),
                tf.TensorSpec([], tf.string, 'precision'),
                tf.TensorSpec([], tf.string, 'sha256'),
-               tf.TensorSpec([], tf.string, 'model'))
+               tf.TensorSpec([], tf.string, 'model'),
+               tf.TensorSpec(observation_shape, tf.float32, 'shift'),
+               tf.TensorSpec(observation_shape, tf.float32, 'scale'))
   return _newest_only_table(model_table_name(precision), signature)
 
 
@@ -54,8 +59,19 @@ def variables_table(variables) -> reverb.Table:
 class PublishedModel:
   version: int
   precision: str
-  sha256: str
   model_bytes: bytes
+  normalizer: ObservationNormalizer
+
+  @property
+  def sha256(self) -> str:
+    return _digest(self.model_bytes, self.normalizer)
+
+
+def _digest(model_bytes: bytes, normalizer: ObservationNormalizer) -> str:
+  digest = hashlib.sha256(model_bytes)
+  digest.update(np.ascontiguousarray(normalizer.shift, np.float32).tobytes())
+  digest.update(np.ascontiguousarray(normalizer.scale, np.float32).tobytes())
+  return digest.hexdigest()
 
 
 def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
@@ -76,18 +92,31 @@ def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
 
 
 class ModelPublisher:
-  """Learner side: inserts each model with its version into its table."""
+  """Learner side: inserts each model with its version into its table, and
+  the fp32 variables of the same version for `tf` actors and the evaluator."""
 
   def __init__(self, client: reverb.Client):
     self._client = client
+    self._variable_container = None
 
-  def publish(self, precision: str, version: int, model_bytes: bytes) -> None:
-    digest = hashlib.sha256(model_bytes).hexdigest()
+  def publish_variables(self, network_weights, version: int) -> None:
+    if self._variable_container is None:
+      self._variable_container = (
+          reverb_variable_container.ReverbVariableContainer(
+              self._client.server_address, table_names=[VARIABLES_TABLE]))
+    self._variable_container.push(
+        policy_variables(network_weights, np.int64(version)),
+        table=VARIABLES_TABLE)
+
+  def publish(self, model: PublishedModel) -> None:
     self._client.insert(
-        [np.int64(version), np.array(precision.encode(), dtype=object),
-         np.array(digest.encode(), dtype=object),
-         np.array(model_bytes, dtype=object)],
-        priorities={model_table_name(precision): 1.0})
+        [np.int64(model.version),
+         np.array(model.precision.encode(), dtype=object),
+         np.array(model.sha256.encode(), dtype=object),
+         np.array(model.model_bytes, dtype=object),
+         model.normalizer.shift.astype(np.float32),
+         model.normalizer.scale.astype(np.float32)],
+        priorities={model_table_name(model.precision): 1.0})
 
 
 class ModelPuller:
@@ -121,15 +150,18 @@ class ModelPuller:
     sample = next(self._client.sample(self._table, num_samples=1,
                                       emit_timesteps=False))
     version, precision, digest, model_bytes = (
-        np.asarray(column).reshape(()).item() for column in sample.data)
+        np.asarray(column).reshape(()).item() for column in sample.data[:4])
     if version <= self.version:
       return None
-    if hashlib.sha256(model_bytes).hexdigest() != digest.decode():
-      logging.warning('Ignoring model version %d: its bytes fail the '
-                      'checksum; keeping version %d.', version, self.version)
+    model = PublishedModel(
+        int(version), precision.decode(), model_bytes,
+        ObservationNormalizer(*(np.asarray(c, np.float32)
+                                for c in sample.data[4:])))
+    if model.sha256 != digest.decode():
+      logging.warning('Ignoring model version %d: it fails its checksum; '
+                      'keeping version %d.', version, self.version)
       return None
-    return PublishedModel(int(version), precision.decode(), digest.decode(),
-                          model_bytes)
+    return model
 
   def accept(self, model: PublishedModel) -> None:
     """Records that the actor now runs `model`; versions only go forward."""

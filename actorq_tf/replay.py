@@ -6,7 +6,6 @@ from absl import logging
 import gin
 import reverb
 import tensorflow as tf
-from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 
@@ -58,17 +57,21 @@ def replay_dataset(collect_data_spec, sequence_length: int,
                    rate_limiter_timeout_ms: int) -> tf.data.Dataset:
   """Batches of [batch, sequence_length] trajectories from the table.
 
-  A sample that waits on the rate limiter past the timeout ends the dataset,
-  so the learner gets control back to check for shutdown.
+  One sampling stream batched in the dataset: TF-Agents' ReverbReplayBuffer
+  interleaves up to 32 streams, which costs more CPU than it saves on small
+  machines. A sample that waits on the rate limiter past the timeout ends
+  the dataset, so the learner gets control back to check for shutdown.
   """
-  replay = reverb_replay_buffer.ReverbReplayBuffer(
-      collect_data_spec,
-      table_name=REPLAY_TABLE,
-      sequence_length=sequence_length,
-      server_address=server_address,
+  item_spec = tensor_spec.add_outer_dim(collect_data_spec, sequence_length)
+  dataset = reverb.TrajectoryDataset(
+      server_address,
+      table=REPLAY_TABLE,
+      dtypes=tf.nest.map_structure(lambda s: s.dtype, item_spec),
+      shapes=tf.nest.map_structure(lambda s: s.shape, item_spec),
+      max_in_flight_samples_per_worker=2 * batch_size,
       rate_limiter_timeout_ms=rate_limiter_timeout_ms)
-  return replay.as_dataset(
-      sample_batch_size=batch_size, num_steps=sequence_length).prefetch(2)
+  return dataset.batch(batch_size, drop_remainder=True).map(
+      lambda sample: sample.data).prefetch(1)
 
 
 def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:

@@ -16,7 +16,9 @@ def create_tables(env) -> list:
   agent = agents.create_dqn_agent(env, q_network, tf.Variable(0, dtype=tf.int64))
   tables = [replay.replay_table(agent.collect_data_spec,
                                 agent.train_sequence_length)]
-  tables += [model_channel.model_table(p) for p in TFLITE_PRECISIONS]
+  observation_shape = env.observation_spec().shape
+  tables += [model_channel.model_table(p, observation_shape)
+             for p in TFLITE_PRECISIONS]
   tables.append(model_channel.variables_table(
       model_channel.policy_variables(q_network.variables,
                                      tf.Variable(0, dtype=tf.int64))))

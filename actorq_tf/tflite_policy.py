@@ -1,5 +1,6 @@
 """A Q-network running in the TFLite interpreter, as the actors use it."""
-from typing import Tuple
+import dataclasses
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -7,15 +8,48 @@ import tensorflow as tf
 from actorq_tf.errors import ActorQError
 
 
+@dataclasses.dataclass(frozen=True)
+class ObservationNormalizer:
+  """Per-feature affine map the exported models expect on their input.
+
+  A full-int8 model quantizes its whole input with one scale; raw features of
+  very different ranges (CartPole's pole angle spans a tenth of its velocity)
+  would lose most of their resolution. The exporter folds this map into the
+  first layer and ships it with the model; the actor applies it together
+  with the input quantization, at no extra cost.
+  """
+  shift: np.ndarray
+  scale: np.ndarray
+
+  @classmethod
+  def identity(cls, shape) -> 'ObservationNormalizer':
+    return cls(np.zeros(shape, np.float32), np.ones(shape, np.float32))
+
+  @classmethod
+  def from_observations(cls, observations: np.ndarray
+                       ) -> 'ObservationNormalizer':
+    std = observations.std(axis=0)
+    # Constant features keep unit scale instead of dividing by zero.
+    floor = max(1e-6, 1e-3 * float(std.max(initial=0.0)))
+    scale = np.where(std > floor, std, 1.0)
+    return cls(observations.mean(axis=0).astype(np.float32),
+               scale.astype(np.float32))
+
+  def __call__(self, observations: np.ndarray) -> np.ndarray:
+    return (observations - self.shift) / self.scale
+
+
 class TFLiteQNetwork:
   """Runs a TFLite model observation -> Q-values, batch 1 by default.
 
-  Full-int8 models take and give int8 tensors: observations are quantized with
-  the input's scale and zero point and Q-values dequantized with the output's,
-  so callers always see float32.
+  Full-int8 models take and give int8 tensors: observations are normalized
+  and quantized with the input's scale and zero point in one affine step, and
+  Q-values dequantized with the output's, so callers always see float32.
   """
 
-  def __init__(self, model_bytes: bytes, num_threads: int = 1):
+  def __init__(self, model_bytes: bytes,
+               normalizer: Optional[ObservationNormalizer] = None,
+               num_threads: int = 1):
     try:
       # One thread per interpreter: with more threads than cores each call
       # becomes thousands of times slower on small machines.
@@ -33,6 +67,16 @@ class TFLiteQNetwork:
     self._output_scale, self._output_zero_point = self._output['quantization']
     self._batch_size = int(self._input['shape'][0])
     self.model_bytes = model_bytes
+    normalizer = normalizer or ObservationNormalizer.identity(
+        self.observation_shape)
+    # observation -> (observation - shift) / scale [/ input_scale + zero].
+    input_scale = self._input_scale if self.is_quantized else 1.0
+    self._input_multiplier = (
+        1.0 / (normalizer.scale * input_scale)).astype(np.float32)
+    self._input_offset = (
+        -normalizer.shift * self._input_multiplier +
+        (self._input_zero_point if self.is_quantized else 0.0)
+    ).astype(np.float32)
 
   @property
   def observation_shape(self) -> Tuple[int, ...]:
@@ -47,11 +91,10 @@ class TFLiteQNetwork:
     return self._input_dtype == np.int8
 
   def _quantize(self, observation: np.ndarray) -> np.ndarray:
+    affine = observation * self._input_multiplier + self._input_offset
     if not self.is_quantized:
-      return observation.astype(self._input_dtype, copy=False)
-    quantized = np.round(observation / self._input_scale +
-                         self._input_zero_point)
-    return np.clip(quantized, -128, 127).astype(np.int8)
+      return affine.astype(self._input_dtype, copy=False)
+    return np.clip(np.rint(affine), -128, 127).astype(np.int8)
 
   def _dequantize(self, q_values: np.ndarray) -> np.ndarray:
     if self._output['dtype'] != np.int8:

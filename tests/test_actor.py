@@ -1,0 +1,94 @@
+"""The actor with each precision, against a real Reverb server."""
+import os
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from actorq_tf import actor
+from actorq_tf import metrics
+from actorq_tf import model_channel
+from actorq_tf import networks
+from actorq_tf import replay
+from actorq_tf.errors import ActorQError
+from helpers import publish_policy
+
+
+def _replay_size(address):
+  return reverb.Client(address).server_info()[replay.REPLAY_TABLE].current_size
+
+
+@pytest.mark.parametrize('precision', ['int8', 'fp16', 'fp32', 'tf'])
+def test_actor_runs_the_published_model_and_fills_replay(
+    reverb_server, tmp_path, precision):
+  publish_policy(reverb_server, version=42,
+                 precisions=('int8', 'fp16', 'fp32'))
+  steps = actor.run_actor(str(tmp_path), reverb_server, precision=precision,
+                          max_env_steps=300, model_pull_interval=50)
+  assert steps == 300
+  status = metrics.read_status(str(tmp_path), 'actor_0')
+  assert status['model_version'] == 42
+  assert status['precision'] == precision
+  assert status['episodes'] > 0
+  # One item per step, less the first step of each episode.
+  assert 300 - status['episodes'] - 1 <= _replay_size(reverb_server) <= 300
+  assert os.listdir(tmp_path / 'actor_0')  # TensorBoard events
+
+
+def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=100)
+  assert metrics.read_status(str(tmp_path), 'actor_0')['model_version'] == 0
+  assert _replay_size(reverb_server) > 50
+
+
+def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
+                                                          tmp_path):
+  from actorq_tf import agents  # pylint: disable=g-import-not-at-top
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=200)
+  env = environments.load_environment()
+  agent = agents.create_dqn_agent(env, networks.q_network_for(env),
+                                  tf.Variable(0, dtype=tf.int64))
+  dataset = replay.replay_dataset(agent.collect_data_spec, 2, reverb_server,
+                                  batch_size=16, rate_limiter_timeout_ms=5000)
+  experience = next(iter(dataset))
+  assert experience.observation.shape == (16, 2, 4)
+  assert experience.action.shape == (16, 2)
+  # An item starts a new episode only after the last step of the previous.
+  first, second = (experience.step_type[:, i].numpy() for i in (0, 1))
+  np.testing.assert_array_equal(second == 0, first == 2)
+  loss = agent.train(experience).loss
+  assert np.isfinite(loss.numpy())
+
+
+def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
+  client = model_channel.wait_for_server(reverb_server, 10)
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  env = environments.load_environment()
+  publish_policy(reverb_server, version=10)
+  policy = actor.TFLiteActorPolicy(client, 'int8', env)
+  assert policy.update()
+  assert policy.version == 10
+  three_actions = networks.create_q_network(
+      tensor_spec.TensorSpec([4], tf.float32), 3)
+  publish_policy(reverb_server, version=20, q_network=three_actions)
+  assert not policy.update()
+  assert policy.version == 10
+  assert policy.greedy_action(env.reset()) in (0, 1)
+
+
+def test_unknown_precision_is_refused(reverb_server, tmp_path):
+  with pytest.raises(ActorQError, match='unknown precision'):
+    actor.run_actor(str(tmp_path), reverb_server, precision='int4',
+                    max_env_steps=10)
+
+
+def test_actor_epsilons_spread_like_ape_x():
+  epsilons = [actor.actor_epsilon(i, 4, base_epsilon=0.4, alpha=7)
+              for i in range(4)]
+  assert epsilons[0] == pytest.approx(0.4)
+  assert epsilons[-1] == pytest.approx(0.4 ** 8)
+  assert epsilons == sorted(epsilons, reverse=True)
+  assert actor.actor_epsilon(0, 1, base_epsilon=0.05) == 0.05

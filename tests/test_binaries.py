@@ -1,0 +1,82 @@
+"""Bad input: one clear line and a non-zero exit, nothing left half-made."""
+import os
+
+import pytest
+
+from conftest import run_binary
+
+
+def _error_line(result):
+  lines = [l for l in result.stderr.splitlines() if 'error:' in l]
+  assert lines, result.stderr[-2000:]
+  return lines[-1]
+
+
+def test_unknown_environment(tmp_path):
+  root_dir = tmp_path / 'run'
+  result = run_binary('binaries.local_main', '--root_dir', str(root_dir),
+                      '--gin_bindings', "load_environment.env_name = 'Nope-v0'")
+  assert result.returncode == 1
+  assert "unknown environment 'Nope-v0'" in _error_line(result)
+  assert 'Traceback' not in result.stderr
+  assert not root_dir.exists()
+
+
+def test_dqn_on_a_continuous_environment(tmp_path):
+  result = run_binary('binaries.local_main', '--root_dir', str(tmp_path),
+                      '--gin_bindings', "load_environment.env_name = 'Pendulum-v1'")
+  assert result.returncode == 1
+  assert 'DQN needs one discrete action' in _error_line(result)
+
+
+def test_malformed_gin_file(tmp_path):
+  gin_file = tmp_path / 'broken.gin'
+  gin_file.write_text('create_q_network.fc_layer_params = (64,\n')
+  result = run_binary('binaries.local_main', '--gin_file', str(gin_file))
+  assert result.returncode == 1
+  assert 'bad gin config' in _error_line(result)
+
+
+def test_gin_binding_to_an_unknown_parameter():
+  result = run_binary('binaries.learner_main', '--root_dir', '/tmp/unused',
+                      '--gin_bindings', 'train.no_such_parameter = 1')
+  assert result.returncode == 1
+  assert 'no_such_parameter' in _error_line(result)
+
+
+def test_missing_gin_file():
+  result = run_binary('binaries.actor_main', '--root_dir', '/tmp/unused',
+                      '--gin_file', 'no_such_experiment.gin')
+  assert result.returncode == 1
+  assert "gin file not found: 'no_such_experiment.gin'" in _error_line(result)
+
+
+def test_unknown_precision():
+  result = run_binary('binaries.local_main', '--actor_precision', 'int4')
+  assert result.returncode != 0
+  assert 'int4' in result.stderr
+  assert 'Traceback' not in result.stderr
+
+
+def test_zero_actors():
+  result = run_binary('binaries.local_main', '--num_actors', '0')
+  assert result.returncode == 1
+  assert '--num_actors must be at least 1' in _error_line(result)
+
+
+def test_unreachable_reverb_server_is_named_and_bounded(tmp_path):
+  result = run_binary('binaries.actor_main', '--root_dir', str(tmp_path),
+                      '--replay_server_address', 'localhost:1',
+                      '--gin_bindings', 'run_actor.server_timeout_s = 3',
+                      timeout=90)
+  assert result.returncode == 1
+  assert 'could not reach the Reverb server at localhost:1' in _error_line(
+      result)
+
+
+def test_a_finished_run_directory_is_not_overwritten(tmp_path):
+  (tmp_path / 'summary.json').write_text('{}')
+  result = run_binary('binaries.local_main', '--root_dir', str(tmp_path))
+  assert result.returncode == 1
+  assert 'holds a finished run' in _error_line(result)
+  assert (tmp_path / 'summary.json').read_text() == '{}'

@@ -1,0 +1,172 @@
+"""The exporter: int8 conversion, the fp32 check, refusing bad models."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from actorq_tf import export
+from actorq_tf import networks
+from actorq_tf.errors import ActorQError
+from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.tflite_policy import TFLiteQNetwork
+
+OBSERVATION_SPEC = tensor_spec.TensorSpec([4], tf.float32)
+
+
+def _network(seed=0, layers=(64, 64)):
+  tf.random.set_seed(seed)
+  return networks.create_q_network(OBSERVATION_SPEC, 2, layers)
+
+
+def _observations(count=256, seed=0):
+  # CartPole-like ranges: features of very different scales.
+  scales = np.array([1.0, 2.0, 0.1, 2.0], np.float32)
+  return (np.random.default_rng(seed).normal(size=(count, 4)) *
+          scales).astype(np.float32)
+
+
+def _tensor_types(model_bytes):
+  interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  return {d['name']: d['dtype'] for d in interpreter.get_tensor_details()}
+
+
+def test_int8_model_runs_every_fully_connected_in_int8():
+  model = export.convert(_network(), 'int8', _observations())
+  network = TFLiteQNetwork(model)
+  ops = network.op_names()
+  assert ops.count('FULLY_CONNECTED') == 3
+  assert 'DEQUANTIZE' not in ops and 'QUANTIZE' not in ops
+  assert network.is_quantized
+  dtypes = set(_tensor_types(model).values())
+  assert np.int8 in dtypes
+  assert np.float32 not in dtypes  # no float activations or weights
+
+
+def test_fp16_and_fp32_models_keep_float_activations():
+  fp16 = export.convert(_network(), 'fp16')
+  fp32 = export.convert(_network(), 'fp32')
+  assert np.float16 in set(_tensor_types(fp16).values())
+  assert np.float16 not in set(_tensor_types(fp32).values())
+  assert not TFLiteQNetwork(fp32).is_quantized
+  # float16 weights take about half the bytes.
+  assert len(fp16) < 0.6 * len(fp32)
+
+
+def test_int8_model_is_a_quarter_of_fp32():
+  network = _network(layers=(256, 256))
+  int8 = export.convert(network, 'int8', _observations())
+  fp32 = export.convert(network, 'fp32')
+  assert len(int8) < 0.3 * len(fp32)
+
+
+def test_check_reports_agreement_and_errors_against_fp32():
+  network = _network()
+  observations = _observations()
+  model = export.convert(network, 'int8', observations)
+  check = export.check_model(model, network, observations, min_agreement=0.5)
+  assert check.passed, check.reason
+  assert 0.5 <= check.agreement <= 1.0
+  assert 0.0 < check.max_q_error < 0.5
+  assert 0.0 <= check.mean_q_error <= check.max_q_error
+  assert check.mean_q_regret >= 0.0
+
+
+def test_check_refuses_agreement_under_the_floor():
+  network = _network()
+  observations = _observations()
+  model = export.convert(network, 'int8', observations)
+  check = export.check_model(model, network, observations, min_agreement=1.01)
+  assert not check.passed
+  assert 'under the floor' in check.reason
+
+
+def test_check_refuses_non_finite_networks():
+  network = _network()
+  weights = network.get_weights()
+  weights[0][0, 0] = np.nan
+  network.set_weights(weights)
+  model = export.convert(network, 'fp32')
+  check = export.check_model(model, network, _observations(), 0.0)
+  assert not check.passed
+  assert 'non-finite' in check.reason
+
+
+def test_centring_and_normalization_folding_keep_greedy_actions():
+  network = _network()
+  observations = _observations()
+  reference = network(observations)[0].numpy()
+  transformed = network.copy()
+  transformed.create_variables(OBSERVATION_SPEC)
+  transformed.set_weights(network.get_weights())
+  normalizer = ObservationNormalizer.from_observations(observations)
+  export.centre_q_values(transformed)
+  export.fold_normalization(transformed, normalizer)
+  centred = transformed(normalizer(observations))[0].numpy()
+  np.testing.assert_allclose(centred.mean(axis=1), 0.0, atol=1e-5)
+  np.testing.assert_allclose(
+      centred, reference - reference.mean(axis=1, keepdims=True), atol=1e-4)
+
+
+def test_normalization_makes_int8_closer_to_fp32():
+  network = _network(layers=(256, 256))
+  observations = _observations(512)
+  plain = export.check_model(
+      export.convert(network, 'int8', observations), network, observations, 0)
+  normalizer = ObservationNormalizer.from_observations(observations)
+  folded = network.copy()
+  folded.create_variables(OBSERVATION_SPEC)
+  folded.set_weights(network.get_weights())
+  export.fold_normalization(folded, normalizer)
+  normalized = export.check_model(
+      export.convert(folded, 'int8', normalizer(observations)), folded,
+      observations, 0, normalizer)
+  assert normalized.mean_q_error < plain.mean_q_error
+
+
+def test_conversion_failures_are_clear_errors():
+  with pytest.raises(ActorQError, match='calibration observations'):
+    export.convert(_network(), 'int8', None)
+  with pytest.raises(ActorQError, match='unknown TFLite precision'):
+    export.convert(_network(), 'int4')
+
+
+def test_exporter_publishes_checked_models_and_saves_them(tmp_path):
+  published = []
+  network = _network()
+  exporter = export.PolicyExporter(
+      network, ['int8', 'fp32'], lambda results, weights: published.append(
+          (results, weights)), str(tmp_path))
+  results = exporter.export(7, _observations())
+  assert [r.precision for r in results] == ['int8', 'fp32']
+  assert len(published) == 1
+  (published_results, weights) = published[0]
+  assert [r.version for r in published_results] == [7, 7]
+  np.testing.assert_array_equal(weights[0], network.get_weights()[0])
+  saved = (tmp_path / 'policy_int8.tflite').read_bytes()
+  assert saved == results[0].model_bytes
+  assert (tmp_path / 'policy_int8.json').exists()
+
+
+def test_exporter_does_not_publish_a_nan_network(tmp_path):
+  published = []
+  network = _network()
+  weights = network.get_weights()
+  weights[2][:] = np.nan
+  network.set_weights(weights)
+  exporter = export.PolicyExporter(
+      network, ['int8'], lambda *args: published.append(args), str(tmp_path))
+  exporter.export(3, _observations())
+  assert not published
+  assert not exporter.results[-1].check.passed
+  assert not (tmp_path / 'policy_int8.tflite').exists()
+
+
+def test_async_export_runs_off_the_caller_and_skips_when_busy(tmp_path):
+  published = []
+  exporter = export.PolicyExporter(
+      _network(), ['int8'], lambda results, _: published.append(results[0]),
+      str(tmp_path))
+  assert exporter.export_async(1, _observations())
+  assert not exporter.export_async(2, _observations())  # still converting
+  exporter.wait()
+  assert [r.version for r in published] == [1]

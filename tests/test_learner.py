@@ -1,0 +1,45 @@
+"""The learner in-process against a real Reverb server fed by an actor."""
+import os
+
+import reverb
+
+from actorq_tf import actor
+from actorq_tf import learner
+from actorq_tf import metrics
+from actorq_tf import model_channel
+
+
+def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
+                                                         tmp_path):
+  root_dir = str(tmp_path)
+  actor.run_actor(root_dir, reverb_server, max_env_steps=1000)
+  step = learner.train(root_dir, reverb_server, max_train_steps=300,
+                       export_interval=100, checkpoint_interval=1000)
+  assert step == 300
+
+  info = reverb.Client(reverb_server).server_info()
+  assert info[model_channel.model_table_name('int8')].current_size == 1
+  assert info[model_channel.model_table_name('fp32')].current_size == 0
+  assert info[model_channel.VARIABLES_TABLE].current_size == 1
+  client = model_channel.wait_for_server(reverb_server, 10)
+  model = model_channel.ModelPuller(client, 'int8').pull_newer()
+  assert model.version in (100, 200, 300)
+  assert os.path.exists(os.path.join(root_dir, 'models', 'policy_int8.tflite'))
+  assert os.listdir(os.path.join(root_dir, 'learner'))  # TensorBoard
+  status = metrics.read_status(root_dir, 'learner')
+  assert status['train_step'] == 300 and status['stopped']
+
+  # The same root_dir resumes from the final checkpoint, not from step 0.
+  resumed = learner.train(root_dir, reverb_server, max_train_steps=350,
+                          export_interval=100)
+  assert resumed == 350
+
+
+def test_learner_exports_the_actors_float_precision_too(reverb_server,
+                                                        tmp_path):
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=600)
+  learner.train(str(tmp_path), reverb_server, actor_precision='fp16',
+                max_train_steps=100, export_interval=100)
+  info = reverb.Client(reverb_server).server_info()
+  assert info[model_channel.model_table_name('fp16')].current_size == 1
+  assert info[model_channel.model_table_name('int8')].current_size == 1
