@@ -1,5 +1,6 @@
 """gin parsing with errors a user can act on."""
 import os
+import tokenize
 from typing import Sequence
 
 import gin
@@ -37,7 +38,8 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   files = [resolve_gin_file(f) for f in gin_files]
   try:
     gin.parse_config_files_and_bindings(files, gin_bindings)
-  except (ValueError, KeyError, SyntaxError, TypeError, ImportError) as e:
+  except (ValueError, KeyError, SyntaxError, TypeError, ImportError,
+          tokenize.TokenError) as e:
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     raise ActorQError(f'bad gin config {files + list(gin_bindings)}: '
                       f'{first_line}') from e

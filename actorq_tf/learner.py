@@ -41,10 +41,11 @@ class CalibrationPool:
     if self._observations is None:
       self._observations = np.zeros(
           (self._capacity, *observations.shape[1:]), np.float32)
-    for observation in observations:
-      self._observations[self._next] = observation
-      self._next = (self._next + 1) % self._capacity
-      self._size = min(self._size + 1, self._capacity)
+    observations = observations[-self._capacity:]
+    slots = (self._next + np.arange(len(observations))) % self._capacity
+    self._observations[slots] = observations
+    self._next = (self._next + len(observations)) % self._capacity
+    self._size = min(self._size + len(observations), self._capacity)
 
   def sample(self, count: int) -> np.ndarray:
     indices = self._rng.choice(self._size, min(count, self._size),
@@ -160,7 +161,7 @@ def train(root_dir: str,
       step = int(train_step)
       if step % 8 == 0:
         calibration.add(experience.observation[:, 0].numpy())
-      if step % export_interval == 0:
+      if step % export_interval == 0 and len(calibration):
         if not exporter.export_async(
             step, calibration.sample(num_calibration_observations)):
           logging.info('Export at step %d skipped: previous still running.',

@@ -149,14 +149,15 @@ class ModelPuller:
       return None
     sample = next(self._client.sample(self._table, num_samples=1,
                                       emit_timesteps=False))
-    version, precision, digest, model_bytes = (
-        np.asarray(column).reshape(()).item() for column in sample.data[:4])
+    # Each column holds the one step that `insert` wrote.
+    columns = [np.asarray(column)[0] for column in sample.data]
+    version = int(columns[0])
+    precision, digest, model_bytes = (bytes(c) for c in columns[1:4])
     if version <= self.version:
       return None
     model = PublishedModel(
         int(version), precision.decode(), model_bytes,
-        ObservationNormalizer(*(np.asarray(c, np.float32)
-                                for c in sample.data[4:])))
+        ObservationNormalizer(*(c.astype(np.float32) for c in columns[4:])))
     if model.sha256 != digest.decode():
       logging.warning('Ignoring model version %d: it fails its checksum; '
                       'keeping version %d.', version, self.version)

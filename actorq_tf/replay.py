@@ -138,6 +138,7 @@ class ExperienceWriter:
   def _wait(self, blocking_call) -> None:
     start = time.monotonic()
     unreachable_since: Optional[float] = None
+    next_warning = start + 60
     while True:
       try:
         blocking_call(self._timeout_ms)
@@ -150,6 +151,11 @@ class ExperienceWriter:
       try:
         self._client.server_info(timeout=max(1, self._timeout_ms // 1000))
         unreachable_since = None
+        if time.monotonic() >= next_warning:
+          logging.warning('The replay rate limiter has held inserts for %.0f '
+                          's: is the learner sampling?',
+                          time.monotonic() - start)
+          next_warning = time.monotonic() + 60
       except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
         now = time.monotonic()
         if unreachable_since is None:

@@ -47,7 +47,6 @@ def run(main):
     try:
       return main(argv)
     except ActorQError as e:
-      logging.error('%s', e)
       print(f'{sys.argv[0].split("/")[-1]}: error: {e}', file=sys.stderr)
       sys.exit(1)
 

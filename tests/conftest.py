@@ -11,9 +11,11 @@ sys.path.insert(0, PROJECT_ROOT)
 import actorq_tf  # pylint: disable=g-import-not-at-top,unused-import
 from actorq_tf import config  # pylint: disable=g-import-not-at-top
 
-# Small replay so tests sample after a few hundred steps.
+# Small replay so tests sample after a few hundred steps, and a wide rate
+# limiter so an actor with no learner behind it is not held back.
 TEST_BINDINGS = (
     'replay_table.min_size_to_sample = 100',
+    'replay_table.samples_per_insert_tolerance = 100.0',
     'create_q_network.fc_layer_params = (64, 64)',
 )
 

@@ -20,7 +20,7 @@ def cartpole_observations(count=256, seed=0):
 
 
 def publish_policy(server_address, version, precisions=('int8',),
-                   q_network=None):
+                   q_network=None, publish_variables=True):
   """Exports the configured Q-network and publishes models and variables."""
   q_network = q_network or networks.q_network_for(
       environments.load_environment())
@@ -32,7 +32,8 @@ def publish_policy(server_address, version, precisions=('int8',),
       publisher.publish(model_channel.PublishedModel(
           result.version, result.precision, result.model_bytes,
           result.normalizer))
-    publisher.publish_variables(weights, version)
+    if publish_variables:
+      publisher.publish_variables(weights, version)
 
   exporter = export.PolicyExporter(q_network, precisions, publish,
                                    model_dir='/tmp/actorq_test_models')

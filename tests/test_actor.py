@@ -73,7 +73,8 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
   assert policy.version == 10
   three_actions = networks.create_q_network(
       tensor_spec.TensorSpec([4], tf.float32), 3)
-  publish_policy(reverb_server, version=20, q_network=three_actions)
+  publish_policy(reverb_server, version=20, q_network=three_actions,
+                 publish_variables=False)
   assert not policy.update()
   assert policy.version == 10
   assert policy.greedy_action(env.reset()) in (0, 1)
