@@ -15,8 +15,8 @@ from tf_agents.experimental.distributed import reverb_variable_container
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.policies import q_policy
 from tf_agents.specs import tensor_spec
-from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import trajectory as trajectory_lib
+from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import PRECISIONS
 from actorq_tf import environments
@@ -202,14 +202,20 @@ def run_actor(root_dir: str,
       action = exploration.random_action()
     action = np.asarray(action, dtype=action_dtype)
     next_time_step = env.step(action)
-    experience_writer.write(trajectory_lib.from_transition(
-        time_step, policy_step.PolicyStep(action, (), ()), next_time_step))
+    # What trajectory.from_transition builds, without its tensor checks.
+    experience_writer.write(trajectory_lib.Trajectory(
+        step_type=time_step.step_type, observation=time_step.observation,
+        action=action, policy_info=(),
+        next_step_type=next_time_step.step_type,
+        reward=next_time_step.reward, discount=next_time_step.discount))
     steps += 1
 
-    if not time_step.is_last():
+    # Plain comparisons: TimeStep.is_last() checks for TF tensors at a cost
+    # larger than a CartPole step.
+    if time_step.step_type != StepType.LAST:
       episode_return += float(next_time_step.reward)
       episode_length += 1
-    if next_time_step.is_last():
+    if next_time_step.step_type == StepType.LAST:
       recent_returns.append(episode_return)
       recent_lengths.append(episode_length)
       episodes += 1
