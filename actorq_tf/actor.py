@@ -170,8 +170,8 @@ def run_actor(root_dir: str,
   action_dtype = env.action_spec().dtype
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
-  experience_writer = replay.ExperienceWriter(client, replay.sequence_length_of(client),
-                                    give_up_s=server_timeout_s)
+  experience_writer = replay.ExperienceWriter(
+      client, replay.sequence_length_of(client), give_up_s=server_timeout_s)
   if precision == 'tf':
     policy = TFActorPolicy(server_address, env)
   else:
@@ -238,7 +238,8 @@ def run_actor(root_dir: str,
           root_dir, role, env_steps=steps, episodes=episodes,
           env_steps_per_second=rate, model_version=policy.version,
           episode_return=mean_return, model_pull_seconds=pull_seconds,
-          replay_blocked_seconds=experience_writer.blocked_seconds, precision=precision)
+          replay_blocked_seconds=experience_writer.blocked_seconds,
+          precision=precision)
       recent_returns, recent_lengths = [], []
       next_status_time = time.monotonic() + status_interval_s
 

@@ -25,16 +25,19 @@ def resolve_gin_file(path: str) -> str:
 
 def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   """Parses gin files and bindings; every failure becomes an ActorQError."""
-  # The binaries import every configurable module first, so that an unknown
-  # name in a gin file is a user error rather than a missing import.
-  import actorq_tf.agents  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.environments  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.export  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.learner  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.actor  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.launcher  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.evaluation  # pylint: disable=g-import-not-at-top,unused-import
-  import actorq_tf.replay  # pylint: disable=g-import-not-at-top,unused-import
+  # Every configurable module is imported first, so that an unknown name in
+  # a gin file is a user error rather than a missing import.
+  # pylint: disable=g-import-not-at-top,unused-import
+  import actorq_tf.actor  # noqa: F401
+  import actorq_tf.agents  # noqa: F401
+  import actorq_tf.environments  # noqa: F401
+  import actorq_tf.evaluation  # noqa: F401
+  import actorq_tf.export  # noqa: F401
+  import actorq_tf.launcher  # noqa: F401
+  import actorq_tf.learner  # noqa: F401
+  import actorq_tf.networks  # noqa: F401
+  import actorq_tf.replay  # noqa: F401
+  # pylint: enable=g-import-not-at-top,unused-import
   files = [resolve_gin_file(f) for f in gin_files]
   try:
     gin.parse_config_files_and_bindings(files, gin_bindings)

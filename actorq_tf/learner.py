@@ -102,11 +102,7 @@ def train(root_dir: str,
   publisher = model_channel.ModelPublisher(client)
 
   def publish(results, weights):
-    for result in results:
-      publisher.publish(model_channel.PublishedModel(
-          result.version, result.precision, result.model_bytes,
-          result.normalizer))
-    publisher.publish_variables(weights, results[0].version)
+    publisher.publish_exports(results, weights)
     with writer.as_default(step=results[0].version):
       for result in results:
         prefix = f'export/{result.precision}'
@@ -144,7 +140,8 @@ def train(root_dir: str,
 
   with writer.as_default(), tf.summary.record_if(
       lambda: tf.math.equal(train_step % summary_interval, 0)):
-    while not should_stop() and not (max_train_steps and step >= max_train_steps):
+    while not should_stop() and not (max_train_steps and
+                                     step >= max_train_steps):
       try:
         experience = next(iterator)
         waiting_since = None

@@ -99,6 +99,14 @@ class ModelPublisher:
     self._client = client
     self._variable_container = None
 
+  def publish_exports(self, results, network_weights) -> None:
+    """Publishes one version: each checked export.ExportResult, then the
+    fp32 weights the models were converted from."""
+    for result in results:
+      self.publish(PublishedModel(result.version, result.precision,
+                                  result.model_bytes, result.normalizer))
+    self.publish_variables(network_weights, results[0].version)
+
   def publish_variables(self, network_weights, version: int) -> None:
     if self._variable_container is None:
       self._variable_container = (

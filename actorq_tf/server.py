@@ -13,7 +13,8 @@ from actorq_tf import replay
 def create_tables(env) -> list:
   """Replay, one newest-model table per TFLite precision, and variables."""
   q_network = networks.q_network_for(env)
-  agent = agents.create_dqn_agent(env, q_network, tf.Variable(0, dtype=tf.int64))
+  agent = agents.create_dqn_agent(env, q_network,
+                                  tf.Variable(0, dtype=tf.int64))
   tables = [replay.replay_table(agent.collect_data_spec,
                                 agent.train_sequence_length)]
   observation_shape = env.observation_spec().shape

@@ -128,7 +128,8 @@ class TFLiteQNetwork:
 
   def op_names(self):
     """Names of the builtin ops in the model, for checks and tests."""
-    return [op['op_name'] for op in self._interpreter._get_ops_details()]  # pylint: disable=protected-access
+    # pylint: disable-next=protected-access
+    return [op['op_name'] for op in self._interpreter._get_ops_details()]
 
 
 class EpsilonGreedy:

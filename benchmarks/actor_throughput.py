@@ -16,7 +16,6 @@ from absl import flags
 import numpy as np
 import reverb
 
-import actorq_tf  # pylint: disable=unused-import
 from actorq_tf import actor
 from actorq_tf import config
 from actorq_tf import environments
@@ -55,14 +54,9 @@ def _publish_all_precisions(address, env):
     observations.append(time_step.observation)
     time_step = env.step(np.asarray(rng.integers(2), env.action_spec().dtype))
 
-  def publish(results, weights):
-    for r in results:
-      publisher.publish(model_channel.PublishedModel(
-          r.version, r.precision, r.model_bytes, r.normalizer))
-    publisher.publish_variables(weights, results[0].version)
-
   exporter = export.PolicyExporter(q_network, ['int8', 'fp16', 'fp32'],
-                                   publish, tempfile.mkdtemp())
+                                   publisher.publish_exports,
+                                   tempfile.mkdtemp())
   return {r.precision: len(r.model_bytes)
           for r in exporter.export(1, np.array(observations))}
 

@@ -7,7 +7,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-import actorq_tf  # pylint: disable=unused-import  (sets TF log level first)
 from actorq_tf import config
 from actorq_tf.errors import ActorQError
 

@@ -8,7 +8,6 @@ import pytest
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)
 
-import actorq_tf  # pylint: disable=g-import-not-at-top,unused-import
 from actorq_tf import config  # pylint: disable=g-import-not-at-top
 
 # Small replay so tests sample after a few hundred steps, and a wide rate
@@ -28,7 +27,7 @@ def cartpole_gin():
 
 
 @pytest.fixture
-def reverb_server(cartpole_gin):  # pylint: disable=redefined-outer-name,unused-argument
+def reverb_server(cartpole_gin):  # pylint: disable=unused-argument
   """A real Reverb server on localhost with the run's tables."""
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   from actorq_tf import server  # pylint: disable=g-import-not-at-top

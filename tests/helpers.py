@@ -1,4 +1,6 @@
 """Publishing a real model into a test server, as the learner does."""
+import tempfile
+
 import numpy as np
 
 from actorq_tf import environments
@@ -27,15 +29,15 @@ def publish_policy(server_address, version, precisions=('int8',),
   client = model_channel.wait_for_server(server_address, 10)
   publisher = model_channel.ModelPublisher(client)
 
-  def publish(results, weights):
+  def publish_models_only(results, _):
     for result in results:
       publisher.publish(model_channel.PublishedModel(
           result.version, result.precision, result.model_bytes,
           result.normalizer))
-    if publish_variables:
-      publisher.publish_variables(weights, version)
 
-  exporter = export.PolicyExporter(q_network, precisions, publish,
-                                   model_dir='/tmp/actorq_test_models')
+  exporter = export.PolicyExporter(
+      q_network, precisions,
+      publisher.publish_exports if publish_variables else publish_models_only,
+      model_dir=tempfile.mkdtemp())
   exporter.export(version, cartpole_observations())
   return q_network

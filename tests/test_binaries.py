@@ -1,8 +1,4 @@
 """Bad input: one clear line and a non-zero exit, nothing left half-made."""
-import os
-
-import pytest
-
 from conftest import run_binary
 
 
@@ -24,7 +20,8 @@ def test_unknown_environment(tmp_path):
 
 def test_dqn_on_a_continuous_environment(tmp_path):
   result = run_binary('binaries.local_main', '--root_dir', str(tmp_path),
-                      '--gin_bindings', "load_environment.env_name = 'Pendulum-v1'")
+                      '--gin_bindings',
+                      "load_environment.env_name = 'Pendulum-v1'")
   assert result.returncode == 1
   assert 'DQN needs one discrete action' in _error_line(result)
 
