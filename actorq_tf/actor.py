@@ -244,6 +244,7 @@ def run_actor(root_dir: str,
       next_status_time = time.monotonic() + status_interval_s
 
   experience_writer.close()
+  summary_writer.close()
   metrics.write_status(root_dir, role, env_steps=steps, episodes=episodes,
                        model_version=policy.version, precision=precision,
                        stopped=True)

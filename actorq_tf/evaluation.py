@@ -142,4 +142,5 @@ def run_evaluator(root_dir: str,
     metrics.write_status(root_dir, 'eval', evaluations=evaluations, **{
         k: v for k, v in result.items() if not k.startswith('returns')})
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
+  summary_writer.close()
   return evaluations

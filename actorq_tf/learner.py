@@ -180,6 +180,7 @@ def train(root_dir: str,
   logging.info('Stopping at train step %d: writing a final checkpoint.', step)
   checkpointer.save(train_step)
   exporter.wait()
+  writer.close()
   metrics.write_status(root_dir, 'learner', train_step=step, stopped=True,
                        exports=len(exporter.results))
   return step

@@ -1,4 +1,5 @@
 """What every binary shares: the usual flags, gin, quiet logs, clean errors."""
+import os
 import signal
 import sys
 import threading
@@ -44,9 +45,16 @@ def run(main):
   def main_with_clean_errors(argv):
     logging.set_verbosity(logging.INFO)
     try:
-      return main(argv)
+      main(argv)
     except ActorQError as e:
       print(f'{sys.argv[0].split("/")[-1]}: error: {e}', file=sys.stderr)
       sys.exit(1)
+    # The role has written and closed everything it keeps. Interpreter
+    # shutdown can still block on Reverb's and tf.data's C++ threads (a
+    # learner was seen stuck there after its final checkpoint), so exit now.
+    logging.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # pylint: disable=protected-access
 
   app.run(main_with_clean_errors)
