@@ -5,7 +5,9 @@ Reads top to bottom as the data flows: replay batches -> train step ->
 and fp32 variables -> Reverb -> actors and evaluator.
 """
 import os
+import threading
 import time
+from typing import Optional
 
 from absl import logging
 import gin
@@ -65,7 +67,8 @@ def train(root_dir: str,
           summary_interval: int = 100,
           num_calibration_observations: int = 256,
           server_timeout_s: float = 60.0,
-          should_stop=lambda: False) -> int:
+          stop: Optional[threading.Event] = None,
+          stop_grace_s: float = 10.0) -> int:
   """Trains until `max_train_steps` (0: until stopped); returns the step.
 
   Args:
@@ -82,7 +85,9 @@ def train(root_dir: str,
     summary_interval: train steps between TensorBoard summaries.
     num_calibration_observations: replay observations that calibrate int8.
     server_timeout_s: how long the Reverb server may not answer.
-    should_stop: polled every step; SIGTERM handling sets it in binaries.
+    stop: set (by SIGTERM in the binary) to checkpoint and return.
+    stop_grace_s: if the loop is still blocked on replay sampling this long
+      after `stop`, a watchdog checkpoints and ends the process.
   """
   tf.random.set_seed(seed)
   env = environments.load_environment()
@@ -138,9 +143,27 @@ def train(root_dir: str,
   waiting_since = None
   last_status_time = 0.0
 
+  step_lock = threading.Lock()  # Held while the weights change.
+  finished = threading.Event()
+
+  def finish():
+    logging.info('Stopping at train step %d: writing a final checkpoint.',
+                 int(train_step))
+    checkpointer.save(train_step)
+    exporter.wait()
+    writer.close()
+    metrics.write_status(root_dir, 'learner', train_step=int(train_step),
+                         stopped=True, exports=len(exporter.results))
+    finished.set()
+
+  stop = stop or threading.Event()
+  threading.Thread(target=_finish_if_stuck, daemon=True,
+                   args=(stop, step_lock, finished, finish, stop_grace_s)
+                  ).start()
+
   with writer.as_default(), tf.summary.record_if(
       lambda: tf.math.equal(train_step % summary_interval, 0)):
-    while not should_stop() and not (max_train_steps and
+    while not stop.is_set() and not (max_train_steps and
                                      step >= max_train_steps):
       try:
         experience = next(iterator)
@@ -154,36 +177,56 @@ def train(root_dir: str,
         iterator = iter(dataset)
         continue
 
-      loss = train_fn(experience).loss
-      step = int(train_step)
-      if step % 8 == 0:
-        calibration.add(experience.observation[:, 0].numpy())
-      if step % export_interval == 0 and len(calibration):
-        if not exporter.export_async(
-            step, calibration.sample(num_calibration_observations)):
-          logging.info('Export at step %d skipped: previous still running.',
-                       step)
-      if step % checkpoint_interval == 0:
-        checkpointer.save(train_step)
-      if step % summary_interval == 0 or time.time() - last_status_time > 5:
-        rate = steps_per_second.rate(step)
-        replay_size = client.server_info(timeout=5)[
-            replay.REPLAY_TABLE].current_size
-        tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
-        tf.summary.scalar('learner/replay_size', replay_size, step=step)
-        metrics.write_status(
-            root_dir, 'learner', train_step=step, loss=float(loss),
-            train_steps_per_second=rate, replay_size=replay_size,
-            exports=len(exporter.results))
-        last_status_time = time.time()
+      with step_lock:
+        loss = train_fn(experience).loss
+        step = int(train_step)
+        if step % 8 == 0:
+          calibration.add(experience.observation[:, 0].numpy())
+        if step % export_interval == 0 and len(calibration):
+          if not exporter.export_async(
+              step, calibration.sample(num_calibration_observations)):
+            logging.info('Export at step %d skipped: previous still running.',
+                         step)
+        if step % checkpoint_interval == 0:
+          checkpointer.save(train_step)
+        if step % summary_interval == 0 or time.time() - last_status_time > 5:
+          rate = steps_per_second.rate(step)
+          replay_size = client.server_info(timeout=5)[
+              replay.REPLAY_TABLE].current_size
+          tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
+          tf.summary.scalar('learner/replay_size', replay_size, step=step)
+          metrics.write_status(
+              root_dir, 'learner', train_step=step, loss=float(loss),
+              train_steps_per_second=rate, replay_size=replay_size,
+              exports=len(exporter.results))
+          last_status_time = time.time()
 
-  logging.info('Stopping at train step %d: writing a final checkpoint.', step)
-  checkpointer.save(train_step)
-  exporter.wait()
-  writer.close()
-  metrics.write_status(root_dir, 'learner', train_step=step, stopped=True,
-                       exports=len(exporter.results))
+  with step_lock:
+    finish()
+  stop.set()  # Lets the watchdog thread end.
   return step
+
+
+def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
+                     finished: threading.Event, finish, grace_s: float):
+  """Finishes the run if the train loop cannot see `stop`.
+
+  A replay sample blocked inside Reverb's C++ code does not return to Python
+  (seen when actors stop first), so the loop never checks `stop`. The weights
+  do not change while it waits, so checkpointing from here is safe.
+  """
+  stop.wait()
+  if finished.wait(grace_s):
+    return
+  with step_lock:
+    if finished.is_set():
+      return
+    logging.warning('The train loop is still blocked on replay sampling '
+                    '%.0f s after the stop; finishing from the watchdog.',
+                    grace_s)
+    finish()
+    logging.flush()
+    os._exit(0)  # pylint: disable=protected-access
 
 
 def _check_server(client: reverb.Client, timeout_s: float,

@@ -20,7 +20,7 @@ def main(_):
   learner.train(FLAGS.root_dir, FLAGS.replay_server_address,
                 actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
                 max_train_steps=FLAGS.max_train_steps,
-                should_stop=stop.is_set)
+                stop=stop)
 
 
 def run():

@@ -1,5 +1,7 @@
 """The learner in-process against a real Reverb server fed by an actor."""
 import os
+import subprocess
+import sys
 
 import reverb
 
@@ -7,6 +9,7 @@ from actorq_tf import actor
 from actorq_tf import learner
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from conftest import PROJECT_ROOT
 
 
 def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
@@ -43,3 +46,27 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
   info = reverb.Client(reverb_server).server_info()
   assert info[model_channel.model_table_name('fp16')].current_size == 1
   assert info[model_channel.model_table_name('int8')].current_size == 1
+
+
+def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
+  """The watchdog checkpoints and ends the process when the loop is stuck."""
+  marker = tmp_path / 'finished'
+  script = f'''
+import threading, time
+from actorq_tf import learner
+stop, lock, finished = threading.Event(), threading.Lock(), threading.Event()
+def finish():
+  open({str(marker)!r}, 'w').write('checkpointed')
+  finished.set()
+threading.Thread(target=learner._finish_if_stuck, daemon=True,
+                 args=(stop, lock, finished, finish, 0.5)).start()
+stop.set()
+time.sleep(60)  # A train loop blocked in replay sampling.
+raise SystemExit(3)
+'''
+  result = subprocess.run([sys.executable, '-c', script], cwd=PROJECT_ROOT,
+                          env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert marker.read_text() == 'checkpointed'
+  assert 'finishing from the watchdog' in result.stderr
