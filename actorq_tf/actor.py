@@ -89,9 +89,10 @@ class TFActorPolicy:
     self._version = tf.Variable(0, dtype=tf.int64)
     self._variables = model_channel.policy_variables(q_network.variables,
                                                      self._version)
+    # The container's constructor asks the server without a timeout.
+    self._client = model_channel.wait_for_server(server_address, 10)
     self._container = reverb_variable_container.ReverbVariableContainer(
         server_address, table_names=[model_channel.VARIABLES_TABLE])
-    self._client = model_channel.wait_for_server(server_address, 10)
     policy = q_policy.QPolicy(tensor_spec.from_spec(env.time_step_spec()),
                               tensor_spec.from_spec(env.action_spec()),
                               q_network=q_network)
