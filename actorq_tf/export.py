@@ -210,7 +210,10 @@ class PolicyExporter:
     self._min_agreement = min_agreement
     self._thread: Optional[threading.Thread] = None
     self._error: Optional[BaseException] = None
-    self.results = []  # ExportResults of every attempt, newest last.
+    # The newest version's ExportResults; earlier ones are dropped so that a
+    # long run does not keep every model's bytes.
+    self.results: Sequence[ExportResult] = []
+    self.versions_exported = 0
     os.makedirs(model_dir, exist_ok=True)
 
   @property
@@ -235,10 +238,9 @@ class PolicyExporter:
             ) -> Sequence[ExportResult]:
     """Exports synchronously; used at shutdown and in tests."""
     self.wait()
-    start = len(self.results)
     self._export(version, self._q_network.get_weights(),
                  np.array(calibration_observations))
-    return self.results[start:]
+    return self.results
 
   def wait(self) -> None:
     if self._thread is not None:
@@ -261,7 +263,7 @@ class PolicyExporter:
     self._snapshot_network.set_weights(weights)
     centre_q_values(self._snapshot_network)
     fold_normalization(self._snapshot_network, normalizer)
-    passed = []
+    results, passed = [], []
     for precision in self._precisions:
       start = time.monotonic()
       model_bytes = convert(self._snapshot_network, precision,
@@ -271,13 +273,15 @@ class PolicyExporter:
                           self._min_agreement, normalizer)
       result = ExportResult(precision, version, model_bytes, normalizer,
                             check, seconds)
-      self.results.append(result)
+      results.append(result)
       if not check.passed:
         logging.warning('Not publishing %s model version %d: %s', precision,
                         version, check.reason)
         continue
       self._save(result)
       passed.append(result)
+    self.results = results
+    self.versions_exported += 1
     if passed:
       self._publish(passed, weights)
 

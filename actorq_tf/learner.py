@@ -153,7 +153,7 @@ def train(root_dir: str,
     exporter.wait()
     writer.close()
     metrics.write_status(root_dir, 'learner', train_step=int(train_step),
-                         stopped=True, exports=len(exporter.results))
+                         stopped=True, exports=exporter.versions_exported)
     finished.set()
 
   stop = stop or threading.Event()
@@ -198,7 +198,7 @@ def train(root_dir: str,
           metrics.write_status(
               root_dir, 'learner', train_step=step, loss=float(loss),
               train_steps_per_second=rate, replay_size=replay_size,
-              exports=len(exporter.results))
+              exports=exporter.versions_exported)
           last_status_time = time.time()
 
   with step_lock:

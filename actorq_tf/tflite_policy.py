@@ -66,7 +66,6 @@ class TFLiteQNetwork:
     self._input_scale, self._input_zero_point = self._input['quantization']
     self._output_scale, self._output_zero_point = self._output['quantization']
     self._batch_size = int(self._input['shape'][0])
-    self.model_bytes = model_bytes
     normalizer = normalizer or ObservationNormalizer.identity(
         self.observation_shape)
     # observation -> (observation - shift) / scale [/ input_scale + zero].

@@ -84,8 +84,6 @@ def test_a_dying_role_stops_the_run_with_an_error(tmp_path):
   root_dir = str(tmp_path / 'run')
   launcher = _start_launcher(root_dir, '--max_env_steps', '0')
   try:
-    _wait_for(lambda: metrics.read_status(root_dir, 'actor_0'), 180,
-              'the actor to start')
     _wait_for(lambda: len(_role_pids(root_dir)) == 3, 180,
               'every role to start')
     os.kill(metrics.read_status(root_dir, 'actor_0')['pid'], signal.SIGKILL)
