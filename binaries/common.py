@@ -36,6 +36,18 @@ def stop_on_signals() -> threading.Event:
   stop = threading.Event()
   for signum in (signal.SIGTERM, signal.SIGINT):
     signal.signal(signum, lambda *_: stop.set())
+  # Python runs signal handlers on the main thread only, and a learner's main
+  # thread was seen blocked inside Reverb sampling for good: the wakeup fd is
+  # written by the C-level handler at once, so a thread sets the event.
+  read_fd, write_fd = os.pipe()
+  os.set_blocking(write_fd, False)
+  signal.set_wakeup_fd(write_fd)
+
+  def set_on_wakeup():
+    os.read(read_fd, 1)
+    stop.set()
+
+  threading.Thread(target=set_on_wakeup, daemon=True).start()
   return stop
 
 
