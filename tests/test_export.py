@@ -109,7 +109,13 @@ def test_centring_and_normalization_folding_keep_greedy_actions():
 
 def test_normalization_makes_int8_closer_to_fp32():
   network = _network(layers=(256, 256))
+  # A feature with a small range that the network depends on strongly, like
+  # CartPole's pole angle: one input scale leaves it a few int8 levels.
+  weights = network.get_weights()
+  weights[0][2] *= 50.0
+  network.set_weights(weights)
   observations = _observations(512)
+  observations[:, 2] *= 0.2
   plain = export.check_model(
       export.convert(network, 'int8', observations), network, observations, 0)
   normalizer = ObservationNormalizer.from_observations(observations)
@@ -120,7 +126,7 @@ def test_normalization_makes_int8_closer_to_fp32():
   normalized = export.check_model(
       export.convert(folded, 'int8', normalizer(observations)), folded,
       observations, 0, normalizer)
-  assert normalized.mean_q_error < plain.mean_q_error
+  assert normalized.mean_q_error < 0.5 * plain.mean_q_error, (normalized, plain)
 
 
 def test_conversion_failures_are_clear_errors():
