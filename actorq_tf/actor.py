@@ -27,6 +27,7 @@ from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
 from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.watchdog import ProgressWatchdog
 
 
 @gin.configurable
@@ -52,23 +53,21 @@ class TFLiteActorPolicy:
     return self._puller.version
 
   def update(self) -> bool:
-    """Swaps in a newer model if there is one; keeps the current on error."""
+    """Swaps in a newer model if there is one; keeps the current otherwise."""
     model = self._puller.pull_newer()
     if model is None:
       return False
     try:
       network = TFLiteQNetwork(model.model_bytes, model.normalizer)
     except ActorQError as e:
-      logging.warning('Keeping model version %d: version %d %s',
-                      self.version, model.version, e)
+      self._puller.refuse(model, str(e))
       return False
     if (network.observation_shape != self._observation_shape or
         network.num_actions != self._num_actions):
-      logging.warning('Keeping model version %d: version %d maps %s to %d '
-                      'actions, the environment needs %s to %d.', self.version,
-                      model.version, network.observation_shape,
-                      network.num_actions, self._observation_shape,
-                      self._num_actions)
+      self._puller.refuse(
+          model, f'it maps {network.observation_shape} to '
+          f'{network.num_actions} actions, the environment needs '
+          f'{self._observation_shape} to {self._num_actions}')
       return False
     self._puller.accept(model)
     self._network = network
@@ -135,7 +134,7 @@ def run_actor(root_dir: str,
               model_pull_interval: int = 0,
               epsilon_decay_steps: int = 10_000,
               status_interval_s: float = 5.0,
-              server_timeout_s: float = 60.0,
+              server_timeout_s: float = 120.0,
               should_stop=lambda: False) -> int:
   """Collects experience until `max_env_steps` (0: until stopped).
 
@@ -147,18 +146,22 @@ def run_actor(root_dir: str,
     actor_index: this actor's index, which sets its epsilon and seed.
     num_actors: how many actors the run has (for the epsilon spread).
     seed: base seed; actor i uses seed + 1000 * i.
-    max_env_steps: stop after this many env steps; 0 runs until stopped.
+    max_env_steps: stop after this many env steps in this run; 0 runs until
+      stopped.
     model_pull_interval: env steps between pulls of a newer model. 0 picks
       the default: 1 for `tf` (TF-Agents' distributed examples update
       variables after every step) and 100 for TFLite models.
     epsilon_decay_steps: env steps over which epsilon falls from 1 to this
       actor's final epsilon.
     status_interval_s: seconds between TensorBoard points and status files.
-    server_timeout_s: how long the Reverb server may not answer.
+    server_timeout_s: how long the Reverb server may not answer before the
+      actor gives up; meanwhile it keeps its environment and model.
     should_stop: polled every step; SIGTERM handling sets it in binaries.
 
   Returns:
-    The number of env steps taken.
+    The number of env steps taken by this actor, counting earlier runs of
+    the same actor in `root_dir`: a restarted actor goes on counting, and
+    its epsilon goes on decaying, from its last status.
   """
   if precision not in PRECISIONS:
     raise ActorQError(f'unknown precision {precision!r}; expected one of '
@@ -171,8 +174,11 @@ def run_actor(root_dir: str,
   action_dtype = env.action_spec().dtype
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
+  watchdog = ProgressWatchdog(
+      server_timeout_s, f'waiting for the Reverb server at {server_address}')
   experience_writer = replay.ExperienceWriter(
-      client, replay.sequence_length_of(client), give_up_s=server_timeout_s)
+      client, replay.sequence_length_of(client), give_up_s=server_timeout_s,
+      on_server_answer=watchdog.beat)
   if precision == 'tf':
     policy = TFActorPolicy(server_address, env)
   else:
@@ -183,19 +189,37 @@ def run_actor(root_dir: str,
 
   role = f'actor_{actor_index}'
   summary_writer = metrics.summary_writer(root_dir, role)
-  steps = 0
-  episodes = 0
+  previous_run = metrics.read_status(root_dir, role) or {}
+  steps = previous_run.get('env_steps', 0)
+  episodes = previous_run.get('episodes', 0)
+  if steps:
+    logging.info('Going on from env step %d of an earlier run of %s.', steps,
+                 role)
+  max_env_steps = max_env_steps and steps + max_env_steps
   episode_return, episode_length = 0.0, 0
   recent_returns, recent_lengths = [], []
   pull_seconds = 0.0
-  steps_per_second = metrics.RateMeter()
+  steps_per_second = metrics.RateMeter(steps)
   next_status_time = time.monotonic()
+  server_lost = False
+  next_pull_step = steps
 
   time_step = env.reset()
   while not should_stop() and not (max_env_steps and steps >= max_env_steps):
-    if steps % model_pull_interval == 0:
+    watchdog.beat()
+    if steps >= next_pull_step:
+      next_pull_step = steps + model_pull_interval
       pull_start = time.monotonic()
-      policy.update()
+      try:
+        policy.update()
+        if server_lost:
+          logging.info('The Reverb server answers again.')
+          server_lost = False
+      except model_channel.SERVER_ERRORS as e:
+        if not server_lost:
+          logging.warning('Could not pull a model (%s); keeping version %d and '
+                          'collecting.', type(e).__name__, policy.version)
+          server_lost = True
       pull_seconds += time.monotonic() - pull_start
 
     action = policy.greedy_action(time_step)
@@ -245,6 +269,7 @@ def run_actor(root_dir: str,
       next_status_time = time.monotonic() + status_interval_s
 
   experience_writer.close()
+  watchdog.stop()
   summary_writer.close()
   metrics.write_status(root_dir, role, env_steps=steps, episodes=episodes,
                        model_version=policy.version, precision=precision,

@@ -19,7 +19,9 @@ from actorq_tf import environments
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
+from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.watchdog import ProgressWatchdog
 
 RESULTS_FILE = os.path.join('eval', 'results.jsonl')
 
@@ -62,7 +64,7 @@ def run_evaluator(root_dir: str,
                   seed: int = 0,
                   num_episodes: int = 10,
                   min_interval_s: float = 5.0,
-                  server_timeout_s: float = 60.0,
+                  server_timeout_s: float = 120.0,
                   should_stop=lambda: False,
                   max_evaluations: int = 0) -> int:
   """Evaluates each newer model until stopped; returns evaluations done.
@@ -75,7 +77,8 @@ def run_evaluator(root_dir: str,
       policies and every version.
     num_episodes: greedy episodes per policy per evaluation.
     min_interval_s: seconds between the starts of two evaluations.
-    server_timeout_s: how long the Reverb server may not answer.
+    server_timeout_s: how long the Reverb server may not answer before the
+      evaluator gives up.
     should_stop: polled between evaluations.
     max_evaluations: stop after this many; 0 runs until stopped.
   """
@@ -89,6 +92,11 @@ def run_evaluator(root_dir: str,
   container = reverb_variable_container.ReverbVariableContainer(
       server_address, table_names=[model_channel.VARIABLES_TABLE])
   puller = model_channel.ModelPuller(client, 'int8')
+  # A restarted evaluator goes on after the newest version it evaluated.
+  puller.version = max([r['version'] for r in read_results(root_dir)],
+                       default=0)
+  watchdog = ProgressWatchdog(
+      server_timeout_s, f'waiting for the Reverb server at {server_address}')
   summary_writer = metrics.summary_writer(root_dir, 'eval')
   results_path = os.path.join(root_dir, RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
@@ -103,7 +111,13 @@ def run_evaluator(root_dir: str,
   while not should_stop() and not (max_evaluations and
                                    evaluations >= max_evaluations):
     start = time.monotonic()
-    model = puller.pull_newer()
+    watchdog.beat()
+    try:
+      model = puller.pull_newer()
+    except model_channel.SERVER_ERRORS as e:
+      logging.warning('Could not pull a model (%s); trying again.',
+                      type(e).__name__)
+      model = None
     if model is None:
       time.sleep(1.0)
       continue
@@ -113,7 +127,11 @@ def run_evaluator(root_dir: str,
       if int(version.numpy()) >= model.version:
         break
       time.sleep(0.1)
-    int8_network = TFLiteQNetwork(model.model_bytes, model.normalizer)
+    try:
+      int8_network = TFLiteQNetwork(model.model_bytes, model.normalizer)
+    except ActorQError as e:
+      puller.refuse(model, str(e))
+      continue
     puller.accept(model)
     int8_returns = greedy_returns(
         envs, lambda o: np.argmax(int8_network.q_values(o), axis=-1), seeds)
@@ -142,5 +160,6 @@ def run_evaluator(root_dir: str,
     metrics.write_status(root_dir, 'eval', evaluations=evaluations, **{
         k: v for k, v in result.items() if not k.startswith('returns')})
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
+  watchdog.stop()
   summary_writer.close()
   return evaluations

@@ -259,6 +259,10 @@ class PolicyExporter:
       self._error = e
 
   def _export(self, version, weights, observations):
+    if not all(np.isfinite(w).all() for w in weights):
+      logging.warning('Not exporting version %d: the network has NaN or inf '
+                      'weights.', version)
+      return
     normalizer = ObservationNormalizer.from_observations(observations)
     self._snapshot_network.set_weights(weights)
     centre_q_values(self._snapshot_network)

@@ -2,12 +2,16 @@
 
 Starts the Reverb server, the learner, the evaluator and N actors as
 subprocesses (each logging to `root_dir/logs/<role>.log`), prints progress,
+restarts a role that dies (the server and learner from their checkpoints),
 stops at the target return or a budget, shuts every role down in order, and
 writes `summary.json` last, so a run directory with a summary is finished.
+A run directory without a summary is resumed by the same command.
 """
 import dataclasses
 import functools
+import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -24,6 +28,7 @@ from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUMMARY_FILE = 'summary.json'
+RUN_IDENTITY_FILE = 'run.json'
 
 
 @dataclasses.dataclass
@@ -38,6 +43,13 @@ class RunSettings:
   max_wall_time_s: float
   progress_interval_s: float = 10.0
   shutdown_grace_s: float = 30.0
+  restart_failed_roles: bool = True
+  max_role_restarts: int = 10
+  # A role that fails sooner after its start is taken for a set-up error
+  # (bad config, missing file) that a restart would only repeat.
+  min_uptime_for_restart_s: float = 20.0
+  # Fault injection: SIGKILL a random role this often (0: never).
+  chaos_kill_interval_s: float = 0.0
 
 
 class RoleProcess:
@@ -46,6 +58,11 @@ class RoleProcess:
   def __init__(self, name: str, module: str, args: List[str], log_dir: str):
     self.name = name
     self.log_path = os.path.join(log_dir, f'{name}.log')
+    self.restarts = 0
+    self._command = [sys.executable, '-m', module, *args]
+    self._start()
+
+  def _start(self) -> None:
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (PROJECT_ROOT, env.get('PYTHONPATH')) if p)
@@ -53,12 +70,24 @@ class RoleProcess:
       # A session of its own: Ctrl-C reaches only the launcher, which then
       # stops the roles in order.
       self.process = subprocess.Popen(
-          [sys.executable, '-m', module, *args], stdout=log,
-          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-          cwd=PROJECT_ROOT, start_new_session=True)
+          self._command, stdout=log, stderr=subprocess.STDOUT,
+          stdin=subprocess.DEVNULL, env=env, cwd=PROJECT_ROOT,
+          start_new_session=True)
+    self.started = time.monotonic()
+
+  def restart(self) -> None:
+    self.restarts += 1
+    self._start()
+
+  def uptime_s(self) -> float:
+    return time.monotonic() - self.started
 
   def exit_code(self) -> Optional[int]:
     return self.process.poll()
+
+  def kill(self) -> None:
+    self.process.kill()
+    self.process.wait()
 
   def terminate(self) -> None:
     if self.process.poll() is None:
@@ -108,13 +137,8 @@ def run_local(settings: RunSettings,
     log: where progress lines go.
   """
   root_dir = settings.root_dir
-  if os.path.exists(os.path.join(root_dir, SUMMARY_FILE)):
-    raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
-                      'exists); choose another --root_dir')
+  resumed = _claim_run_directory(settings)
   log_dir = os.path.join(root_dir, 'logs')
-  os.makedirs(log_dir, exist_ok=True)
-  with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
-    f.write(gin.config_str())
 
   interrupted = _Interrupted()
   port = portpicker.pick_unused_port()
@@ -144,9 +168,13 @@ def run_local(settings: RunSettings,
       'gin_files': list(settings.gin_files),
       'gin_bindings': list(settings.gin_bindings),
       'replay_server_address': address,
+      'resumed': resumed,
+      'chaos_kills': [],
   }
   status = 'failed'
   error = None
+  chaos = random.Random(settings.seed)
+  next_chaos_kill = start + (settings.chaos_kill_interval_s or float('inf'))
   try:
     _wait_for_role_server(roles[0], address, interrupted)
     roles.append(RoleProcess('learner', 'binaries.learner_main',
@@ -159,19 +187,28 @@ def run_local(settings: RunSettings,
           client_args + precision_args +
           ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
           log_dir))
-    log(f'Run directory {root_dir}: Reverb at {address}, learner, evaluator '
-        f'and {settings.num_actors} {settings.actor_precision} actor(s); '
-        f'logs in {log_dir}')
+    log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
+        f'{address}, learner, evaluator and {settings.num_actors} '
+        f'{settings.actor_precision} actor(s); logs in {log_dir}')
 
     next_progress = time.monotonic() + settings.progress_interval_s
-    seen_results = 0
+    # Results of an earlier launch of a resumed run do not end this one.
+    seen_results = len(evaluation.read_results(root_dir))
+    chaos_killed = set()
     while True:
       time.sleep(0.5)
       for role in roles:
         if role.exit_code() is not None:
-          raise ActorQError(
-              f'role {role.name} exited with code {role.exit_code()}; last '
-              f'lines of {role.log_path}:\n{role.log_tail()}')
+          _restart_or_fail(role, settings, role.name in chaos_killed, log)
+          chaos_killed.discard(role.name)
+      if time.monotonic() >= next_chaos_kill:
+        victim = chaos.choice(roles)
+        log(f'Chaos: killing {victim.name} (SIGKILL).')
+        victim.kill()
+        chaos_killed.add(victim.name)
+        summary['chaos_kills'].append(
+            [round(time.monotonic() - start, 1), victim.name])
+        next_chaos_kill += settings.chaos_kill_interval_s
       progress = _progress(root_dir, settings.num_actors)
       results = evaluation.read_results(root_dir)
       for result in results[seen_results:]:
@@ -218,11 +255,72 @@ def run_local(settings: RunSettings,
       eval_return_int8=last.get('return_int8'),
       eval_return_fp32=last.get('return_fp32'),
       model_path=os.path.join(root_dir, 'models', 'policy_int8.tflite'),
+      role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles})
   metrics.write_json_atomically(os.path.join(root_dir, SUMMARY_FILE), summary)
   if error is not None:
     raise ActorQError(error)
   return summary
+
+
+def _claim_run_directory(settings: RunSettings) -> bool:
+  """Makes root_dir this run's; True if it resumes an unfinished run there.
+
+  The run's identity (operative gin config, precision, seed) is kept in
+  `run.json`; a directory holding another run is refused, not mixed.
+  """
+  root_dir = settings.root_dir
+  if os.path.exists(os.path.join(root_dir, SUMMARY_FILE)):
+    raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
+                      'exists); choose another --root_dir')
+  identity = {'gin_config': gin.config_str(),
+              'actor_precision': settings.actor_precision,
+              'seed': settings.seed}
+  identity_path = os.path.join(root_dir, RUN_IDENTITY_FILE)
+  try:
+    with open(identity_path) as f:
+      earlier = json.load(f)
+  except FileNotFoundError:
+    earlier = None
+  except (OSError, json.JSONDecodeError) as e:
+    raise ActorQError(f'cannot read {identity_path}: {e}') from e
+  if earlier is None and os.path.isdir(root_dir) and os.listdir(root_dir):
+    raise ActorQError(f'{root_dir} is not empty and holds no ActorQ run; '
+                      'choose another --root_dir')
+  if earlier is not None and earlier != identity:
+    differences = ', '.join(k for k in identity if earlier.get(k) !=
+                            identity[k])
+    raise ActorQError(f'{root_dir} holds an unfinished run of another '
+                      f'config (its {differences} differ); resume it with '
+                      'the same flags and gin files, or choose another '
+                      '--root_dir')
+  os.makedirs(os.path.join(root_dir, 'logs'), exist_ok=True)
+  with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
+    f.write(identity['gin_config'])
+  metrics.write_json_atomically(identity_path, identity)
+  return earlier is not None
+
+
+def _restart_or_fail(role: RoleProcess, settings: RunSettings,
+                     killed_by_chaos: bool, log) -> None:
+  """Restarts a role that exited, or raises if it should not be."""
+  code = role.exit_code()
+  why = None
+  if not settings.restart_failed_roles:
+    why = 'restarts are off'
+  elif role.restarts >= settings.max_role_restarts:
+    why = f'it was restarted {role.restarts} times already'
+  elif (not killed_by_chaos and
+        role.uptime_s() < settings.min_uptime_for_restart_s):
+    why = f'it failed {role.uptime_s():.0f} s after its start'
+  if why:
+    raise ActorQError(
+        f'role {role.name} exited with code {code} ({why}); last lines of '
+        f'{role.log_path}:\n{role.log_tail()}')
+  log(f'Role {role.name} exited with code {code}; restarting it '
+      f'(restart {role.restarts + 1} of at most '
+      f'{settings.max_role_restarts}).')
+  role.restart()
 
 
 def _wait_for_role_server(server: RoleProcess, address: str,

@@ -24,6 +24,7 @@ from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
+from actorq_tf.watchdog import ProgressWatchdog
 
 
 class CalibrationPool:
@@ -63,10 +64,10 @@ def train(root_dir: str,
           batch_size: int = 64,
           max_train_steps: int = 0,
           export_interval: int = 250,
-          checkpoint_interval: int = 5_000,
+          checkpoint_interval: int = 1_000,
           summary_interval: int = 100,
           num_calibration_observations: int = 256,
-          server_timeout_s: float = 60.0,
+          server_timeout_s: float = 120.0,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0) -> int:
   """Trains until `max_train_steps` (0: until stopped); returns the step.
@@ -81,10 +82,13 @@ def train(root_dir: str,
     batch_size: transitions per train step.
     max_train_steps: stop after this many train steps; 0 runs until stopped.
     export_interval: train steps between policy exports.
-    checkpoint_interval: train steps between checkpoints.
+    checkpoint_interval: train steps between checkpoints. A restarted
+      learner goes on from the last one, and actors take its models only
+      once their versions pass the newest one published before the restart.
     summary_interval: train steps between TensorBoard summaries.
     num_calibration_observations: replay observations that calibrate int8.
-    server_timeout_s: how long the Reverb server may not answer.
+    server_timeout_s: how long the Reverb server may not answer before the
+      learner gives up (it waits, and goes on, if the server comes back).
     stop: set (by SIGTERM in the binary) to checkpoint and return.
     stop_grace_s: if the loop is still blocked on replay sampling this long
       after `stop`, a watchdog checkpoints and ends the process.
@@ -107,7 +111,12 @@ def train(root_dir: str,
   publisher = model_channel.ModelPublisher(client)
 
   def publish(results, weights):
-    publisher.publish_exports(results, weights)
+    try:
+      publisher.publish_exports(results, weights)
+    except model_channel.SERVER_ERRORS as e:
+      logging.warning('Could not publish version %d (%s); the next export '
+                      'will try again.', results[0].version, e)
+      return
     with writer.as_default(step=results[0].version):
       for result in results:
         prefix = f'export/{result.precision}'
@@ -157,6 +166,9 @@ def train(root_dir: str,
     finished.set()
 
   stop = stop or threading.Event()
+  watchdog = ProgressWatchdog(
+      server_timeout_s, f'sampling replay from the Reverb server at '
+      f'{server_address}')
   threading.Thread(target=_finish_if_stuck, daemon=True,
                    args=(stop, step_lock, finished, finish, stop_grace_s)
                   ).start()
@@ -165,10 +177,12 @@ def train(root_dir: str,
       lambda: tf.math.equal(train_step % summary_interval, 0)):
     while not stop.is_set() and not (max_train_steps and
                                      step >= max_train_steps):
+      watchdog.beat()
       try:
         experience = next(iterator)
         waiting_since = None
       except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
+              tf.errors.UnavailableError, tf.errors.CancelledError,
               StopIteration):
         # The rate limiter held sampling past its timeout: actors are
         # behind, or the server is gone.
@@ -191,16 +205,17 @@ def train(root_dir: str,
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
           rate = steps_per_second.rate(step)
-          replay_size = client.server_info(timeout=5)[
-              replay.REPLAY_TABLE].current_size
+          replay_size = _replay_size(client)
           tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
-          tf.summary.scalar('learner/replay_size', replay_size, step=step)
+          if replay_size is not None:
+            tf.summary.scalar('learner/replay_size', replay_size, step=step)
           metrics.write_status(
               root_dir, 'learner', train_step=step, loss=float(loss),
               train_steps_per_second=rate, replay_size=replay_size,
               exports=exporter.versions_exported)
           last_status_time = time.time()
 
+  watchdog.stop()
   with step_lock:
     finish()
   stop.set()  # Lets the watchdog thread end.
@@ -229,11 +244,18 @@ def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
     os._exit(0)  # pylint: disable=protected-access
 
 
+def _replay_size(client: reverb.Client) -> Optional[int]:
+  try:
+    return client.server_info(timeout=5)[replay.REPLAY_TABLE].current_size
+  except model_channel.SERVER_ERRORS:
+    return None
+
+
 def _check_server(client: reverb.Client, timeout_s: float,
                   waiting_since: float) -> None:
   try:
     client.server_info(timeout=5)
-  except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
+  except model_channel.SERVER_ERRORS as e:
     if time.monotonic() - waiting_since > timeout_s:
       raise ActorQError(f'lost the Reverb server at {client.server_address}: '
                         f'no answer for {timeout_s:g} s') from e

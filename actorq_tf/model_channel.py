@@ -22,6 +22,8 @@ from actorq_tf.tflite_policy import ObservationNormalizer
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'
 VERSION_KEY = 'version'
+# What Reverb calls raise when the server does not answer in time.
+SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
 def model_table_name(precision: str) -> str:
@@ -82,8 +84,7 @@ def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
     try:
       client.server_info(timeout=max(1, int(min(5, timeout_s))))
       return client
-    except (reverb.errors.DeadlineExceededError, RuntimeError,
-            ValueError) as e:
+    except SERVER_ERRORS + (ValueError,) as e:
       if time.monotonic() >= deadline:
         raise ActorQError(
             f'could not reach the Reverb server at {address} within '
@@ -136,23 +137,27 @@ class ModelPuller:
     self._precision = precision
     self._table = model_table_name(precision)
     self._server_timeout_s = server_timeout_s
-    self._table_has_model = False
+    self._refused_versions = set()
     self.version = 0
 
   def _has_model(self) -> bool:
-    # Sampling an empty table blocks on its rate limiter; once a model has
-    # been published the table always holds one.
-    if not self._table_has_model:
-      info = self._client.server_info(
-          timeout=max(1, int(self._server_timeout_s)))
-      if self._table not in info:
-        raise ActorQError(f'the Reverb server has no table {self._table!r}: '
-                          'is it serving this precision?')
-      self._table_has_model = info[self._table].current_size > 0
-    return self._table_has_model
+    # Sampling an empty table blocks on its rate limiter, and a restarted
+    # server without a checkpoint has an empty table again: ask every time.
+    # Sampling also waits, with no timeout, while the server is down; asking
+    # first with a timeout makes that a short race rather than the rule.
+    info = self._client.server_info(
+        timeout=max(1, int(self._server_timeout_s)))
+    if self._table not in info:
+      raise ActorQError(f'the Reverb server has no table {self._table!r}: '
+                        'is it serving this precision?')
+    return info[self._table].current_size > 0
 
   def pull_newer(self) -> Optional[PublishedModel]:
-    """The newest model if its version is above the one in use, else None."""
+    """The newest model if its version is above the one in use, else None.
+
+    A model whose bytes fail their checksum or whose precision is not the
+    one asked for is refused with a warning (once per version).
+    """
     if not self._has_model():
       return None
     sample = next(self._client.sample(self._table, num_samples=1,
@@ -161,16 +166,25 @@ class ModelPuller:
     columns = [np.asarray(column)[0] for column in sample.data]
     version = int(columns[0])
     precision, digest, model_bytes = (bytes(c) for c in columns[1:4])
-    if version <= self.version:
+    if version <= self.version or version in self._refused_versions:
       return None
     model = PublishedModel(
-        int(version), precision.decode(), model_bytes,
+        int(version), precision.decode(errors='replace'), model_bytes,
         ObservationNormalizer(*(c.astype(np.float32) for c in columns[4:])))
-    if model.sha256 != digest.decode():
-      logging.warning('Ignoring model version %d: it fails its checksum; '
-                      'keeping version %d.', version, self.version)
+    if model.sha256 != digest.decode(errors='replace'):
+      self.refuse(model, 'it fails its checksum')
+      return None
+    if model.precision != self._precision:
+      self.refuse(model, f'it is a {model.precision!r} model, not '
+                  f'{self._precision!r}')
       return None
     return model
+
+  def refuse(self, model: PublishedModel, reason: str) -> None:
+    """Never takes this version; logs why once."""
+    self._refused_versions.add(model.version)
+    logging.warning('Refusing %s model version %d: %s; keeping version %d.',
+                    self._precision, model.version, reason, self.version)
 
   def accept(self, model: PublishedModel) -> None:
     """Records that the actor now runs `model`; versions only go forward."""

@@ -1,6 +1,6 @@
 """The replay table: actors write transitions, the learner samples batches."""
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 import gin
@@ -12,6 +12,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.model_channel import SERVER_ERRORS
 
 REPLAY_TABLE = 'replay'
 
@@ -101,17 +102,22 @@ class ExperienceWriter:
     timeout_s: how long one blocking call may wait before the server is
       checked; the writer keeps waiting while the server answers.
     give_up_s: how long the server may stay unreachable before the actor
-      fails with a clear error.
+      fails with a clear error. The writer reconnects by itself when the
+      server comes back (a restarted server gets the items still in flight).
+    on_server_answer: called whenever the server answers during a wait, to
+      tell a watchdog that the actor is alive though held.
   """
 
   def __init__(self, client: reverb.Client, sequence_length: int,
                max_in_flight_items: int = 8, timeout_s: float = 5.0,
-               give_up_s: float = 60.0):
+               give_up_s: float = 120.0,
+               on_server_answer: Callable[[], None] = lambda: None):
     self._client = client
     self._sequence_length = sequence_length
     self._max_in_flight_items = max_in_flight_items
     self._timeout_ms = int(timeout_s * 1000)
     self._give_up_s = give_up_s
+    self._on_server_answer = on_server_answer
     self._writer = client.trajectory_writer(
         num_keep_alive_refs=sequence_length, validate_items=False)
     self._columns = None
@@ -159,13 +165,18 @@ class ExperienceWriter:
       # server is gone; only the latter is an error.
       try:
         self._client.server_info(timeout=max(1, self._timeout_ms // 1000))
-        unreachable_since = None
+        self._on_server_answer()
+        if unreachable_since is not None:
+          logging.info('Reverb server %s answers again after %.0f s.',
+                       self._client.server_address,
+                       time.monotonic() - unreachable_since)
+          unreachable_since = None
         if time.monotonic() >= next_warning:
           logging.warning('The replay rate limiter has held inserts for %.0f '
                           's: is the learner sampling?',
                           time.monotonic() - start)
           next_warning = time.monotonic() + 60
-      except (reverb.errors.DeadlineExceededError, RuntimeError) as e:
+      except SERVER_ERRORS as e:
         now = time.monotonic()
         if unreachable_since is None:
           unreachable_since = now

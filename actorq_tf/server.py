@@ -1,4 +1,18 @@
-"""The Reverb server: the one place where actors and the learner meet."""
+"""The Reverb server: the one place where actors and the learner meet.
+
+Its tables (replay with its rate-limiter counters, the newest models and
+variables) are checkpointed with Reverb's own checkpointer on a schedule and
+at a clean stop; a server started on the same directory loads the newest
+complete checkpoint, so a restarted run keeps its replay.
+"""
+import os
+import shutil
+import threading
+import time
+from typing import Optional
+
+from absl import logging
+import gin
 import reverb
 import tensorflow as tf
 
@@ -8,6 +22,10 @@ from actorq_tf import environments
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
+
+REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
+# Reverb writes this file last into a checkpoint's directory.
+_COMPLETE_MARKER = 'DONE'
 
 
 def create_tables(env) -> list:
@@ -26,6 +44,69 @@ def create_tables(env) -> list:
   return tables
 
 
-def start_server(port: int) -> reverb.Server:
+def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
+  """Serves the run's tables, restored from `checkpoint_dir` if it has a
+  checkpoint. Without a directory the tables live in memory only."""
   env = environments.load_environment()
-  return reverb.Server(create_tables(env), port=port)
+  checkpointer = None
+  if checkpoint_dir:
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
+  return reverb.Server(create_tables(env), port=port,
+                       checkpointer=checkpointer)
+
+
+def replay_size(client: reverb.Client) -> int:
+  return client.server_info(timeout=10)[replay.REPLAY_TABLE].current_size
+
+
+def save_checkpoint(client: reverb.Client, checkpoint_dir: str,
+                    keep: int) -> str:
+  """Checkpoints every table; removes all but the newest `keep` complete
+  checkpoints (and any incomplete one older than them)."""
+  path = client.checkpoint()
+  saved = sorted(d for d in os.listdir(checkpoint_dir)
+                 if os.path.isdir(os.path.join(checkpoint_dir, d)))
+  complete = [d for d in saved if os.path.exists(
+      os.path.join(checkpoint_dir, d, _COMPLETE_MARKER))]
+  if len(complete) > keep:
+    oldest_kept = complete[-keep]
+    for name in saved:
+      if name < oldest_kept:
+        shutil.rmtree(os.path.join(checkpoint_dir, name), ignore_errors=True)
+  return path
+
+
+@gin.configurable
+def serve(root_dir: Optional[str], port: int, stop: threading.Event,
+          checkpoint_interval_s: float = 60.0,
+          checkpoints_to_keep: int = 2) -> None:
+  """Serves until `stop`, checkpointing into root_dir/replay_checkpoints.
+
+  Args:
+    root_dir: run directory; None serves without checkpoints.
+    port: port to listen on (all interfaces: dm-reverb 0.14 takes no host).
+    stop: set by SIGTERM / SIGINT; the server checkpoints, then stops.
+    checkpoint_interval_s: seconds between checkpoints.
+    checkpoints_to_keep: complete checkpoints kept on disk.
+  """
+  checkpoint_dir = root_dir and os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
+  server = start_server(port, checkpoint_dir)
+  client = reverb.Client(f'localhost:{server.port}')
+  logging.info('Reverb server listening on port %d (all interfaces); replay '
+               'holds %d items.', server.port, replay_size(client))
+  if checkpoint_dir is None:
+    logging.warning('No --root_dir: the tables are not checkpointed.')
+  while not stop.wait(checkpoint_interval_s if checkpoint_dir else None):
+    _checkpoint(client, checkpoint_dir, checkpoints_to_keep)
+  if checkpoint_dir:
+    _checkpoint(client, checkpoint_dir, checkpoints_to_keep)
+  logging.info('Stopping the Reverb server.')
+  server.stop()
+
+
+def _checkpoint(client, checkpoint_dir, keep):
+  start = time.monotonic()
+  path = save_checkpoint(client, checkpoint_dir, keep)
+  logging.info('Checkpointed %d replay items to %s in %.2f s.',
+               replay_size(client), path, time.monotonic() - start)

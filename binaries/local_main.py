@@ -2,6 +2,8 @@
 
   python -m binaries.local_main                      # int8 DQN on CartPole-v1
   python -m binaries.local_main --gin_file dqn_acrobot.gin --num_actors 2
+
+Running the same command with the same --root_dir resumes an unfinished run.
 """
 import datetime
 import json
@@ -26,6 +28,11 @@ flags.DEFINE_integer('max_env_steps', 300_000, 'Stop after this many env '
                      'steps over all actors; 0 for no limit.')
 flags.DEFINE_float('max_wall_time_s', 3600, 'Stop after this many seconds; 0 '
                    'for no limit.')
+flags.DEFINE_bool('restart_failed_roles', True, 'Restart a role that dies '
+                  '(the server and learner from their checkpoints); if off, '
+                  'a dying role ends the run with an error.')
+flags.DEFINE_float('chaos_kill_interval_s', 0, 'Fault injection: SIGKILL a '
+                   'random role this often, in seconds; 0 never.')
 FLAGS = flags.FLAGS
 
 
@@ -47,7 +54,9 @@ def main(_):
       gin_bindings=FLAGS.gin_bindings,
       actor_precision=FLAGS.actor_precision, num_actors=FLAGS.num_actors,
       seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
-      max_wall_time_s=FLAGS.max_wall_time_s)
+      max_wall_time_s=FLAGS.max_wall_time_s,
+      restart_failed_roles=FLAGS.restart_failed_roles,
+      chaos_kill_interval_s=FLAGS.chaos_kill_interval_s)
   overrides = ({} if FLAGS.target_return is None else
                {'target_return': FLAGS.target_return})
   summary = launcher.run_local(settings, **overrides)

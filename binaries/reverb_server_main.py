@@ -1,22 +1,17 @@
 """Serves the replay, model and variable tables for one run."""
 from absl import flags
-from absl import logging
 
 from binaries import common
 from actorq_tf import server
 
-flags.DEFINE_integer('port', 8008, 'Port the Reverb server listens on.')
+flags.DEFINE_integer('port', 8008, 'Port the Reverb server listens on, on '
+                     'every interface: run it on a trusted network.')
 FLAGS = flags.FLAGS
 
 
 def main(_):
   common.parse_gin()
-  stop = common.stop_on_signals()
-  reverb_server = server.start_server(FLAGS.port)
-  logging.info('Reverb server listening on port %d.', reverb_server.port)
-  stop.wait()
-  logging.info('Stopping the Reverb server.')
-  reverb_server.stop()
+  server.serve(FLAGS.root_dir, FLAGS.port, common.stop_on_signals())
 
 
 def run():
