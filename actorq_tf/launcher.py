@@ -45,8 +45,9 @@ class RunSettings:
   shutdown_grace_s: float = 30.0
   restart_failed_roles: bool = True
   max_role_restarts: int = 10
-  # A role that fails sooner after its start is taken for a set-up error
-  # (bad config, missing file) that a restart would only repeat.
+  # A role that exits with an error sooner after its start is taken for a
+  # set-up error (bad config, missing file) that a restart would repeat.
+  # Roles ended by a signal (kill -9, the OOM killer) are always restarted.
   min_uptime_for_restart_s: float = 20.0
   # Fault injection: SIGKILL a random role this often (0: never).
   chaos_kill_interval_s: float = 0.0
@@ -137,7 +138,8 @@ def run_local(settings: RunSettings,
     log: where progress lines go.
   """
   root_dir = settings.root_dir
-  resumed = _claim_run_directory(settings)
+  resumed = os.path.exists(os.path.join(root_dir, RUN_IDENTITY_FILE))
+  earlier_launches = _claim_run_directory(settings)
   log_dir = os.path.join(root_dir, 'logs')
 
   interrupted = _Interrupted()
@@ -169,6 +171,7 @@ def run_local(settings: RunSettings,
       'gin_bindings': list(settings.gin_bindings),
       'replay_server_address': address,
       'resumed': resumed,
+      'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
   status = 'failed'
@@ -263,16 +266,32 @@ def run_local(settings: RunSettings,
   return summary
 
 
-def _claim_run_directory(settings: RunSettings) -> bool:
-  """Makes root_dir this run's; True if it resumes an unfinished run there.
+def _resumable(summary: Dict) -> bool:
+  status = summary.get('status', '')
+  return status == 'failed' or status.startswith('interrupted')
 
-  The run's identity (operative gin config, precision, seed) is kept in
-  `run.json`; a directory holding another run is refused, not mixed.
+
+def _claim_run_directory(settings: RunSettings) -> List[Dict]:
+  """Makes root_dir this run's; returns the summaries of earlier launches
+  of an unfinished (interrupted or failed) run there, which it resumes.
+
+  The run's identity (gin config, precision, seed) is kept in `run.json`; a
+  directory holding another run is refused, not mixed.
   """
   root_dir = settings.root_dir
-  if os.path.exists(os.path.join(root_dir, SUMMARY_FILE)):
-    raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
-                      'exists); choose another --root_dir')
+  summary_path = os.path.join(root_dir, SUMMARY_FILE)
+  earlier_launches = []
+  if os.path.exists(summary_path):
+    try:
+      with open(summary_path) as f:
+        earlier_summary = json.load(f)
+    except json.JSONDecodeError:
+      earlier_summary = {}
+    if not _resumable(earlier_summary):
+      raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
+                        'exists); choose another --root_dir')
+    earlier_launches = earlier_summary.pop('earlier_launches', [])
+    earlier_launches.append(earlier_summary)
   identity = {'gin_config': gin.config_str(),
               'actor_precision': settings.actor_precision,
               'seed': settings.seed}
@@ -298,7 +317,10 @@ def _claim_run_directory(settings: RunSettings) -> bool:
   with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
     f.write(identity['gin_config'])
   metrics.write_json_atomically(identity_path, identity)
-  return earlier is not None
+  if earlier_launches:
+    # Running again: the directory must not look finished meanwhile.
+    os.remove(summary_path)
+  return earlier_launches
 
 
 def _restart_or_fail(role: RoleProcess, settings: RunSettings,
@@ -310,7 +332,7 @@ def _restart_or_fail(role: RoleProcess, settings: RunSettings,
     why = 'restarts are off'
   elif role.restarts >= settings.max_role_restarts:
     why = f'it was restarted {role.restarts} times already'
-  elif (not killed_by_chaos and
+  elif (code > 0 and not killed_by_chaos and
         role.uptime_s() < settings.min_uptime_for_restart_s):
     why = f'it failed {role.uptime_s():.0f} s after its start'
   if why:

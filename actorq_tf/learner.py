@@ -104,8 +104,10 @@ def train(root_dir: str,
       os.path.join(root_dir, 'checkpoints'), max_to_keep=3, agent=agent,
       train_step=train_step)
   checkpointer.initialize_or_restore()
-  if int(train_step):
-    logging.info('Resumed from checkpoint at train step %d.', int(train_step))
+  restored_train_step = int(train_step)
+  if restored_train_step:
+    logging.info('Resumed from checkpoint at train step %d.',
+                 restored_train_step)
 
   writer = metrics.summary_writer(root_dir, 'learner')
   publisher = model_channel.ModelPublisher(client)
@@ -162,6 +164,7 @@ def train(root_dir: str,
     exporter.wait()
     writer.close()
     metrics.write_status(root_dir, 'learner', train_step=int(train_step),
+                         restored_train_step=restored_train_step,
                          stopped=True, exports=exporter.versions_exported)
     finished.set()
 
@@ -211,6 +214,7 @@ def train(root_dir: str,
             tf.summary.scalar('learner/replay_size', replay_size, step=step)
           metrics.write_status(
               root_dir, 'learner', train_step=step, loss=float(loss),
+              restored_train_step=restored_train_step,
               train_steps_per_second=rate, replay_size=replay_size,
               exports=exporter.versions_exported)
           last_status_time = time.time()

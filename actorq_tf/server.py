@@ -19,6 +19,7 @@ import tensorflow as tf
 from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
+from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
@@ -93,20 +94,30 @@ def serve(root_dir: Optional[str], port: int, stop: threading.Event,
   checkpoint_dir = root_dir and os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
   server = start_server(port, checkpoint_dir)
   client = reverb.Client(f'localhost:{server.port}')
+  restored_items = replay_size(client)
   logging.info('Reverb server listening on port %d (all interfaces); replay '
-               'holds %d items.', server.port, replay_size(client))
+               'holds %d items.', server.port, restored_items)
   if checkpoint_dir is None:
     logging.warning('No --root_dir: the tables are not checkpointed.')
-  while not stop.wait(checkpoint_interval_s if checkpoint_dir else None):
-    _checkpoint(client, checkpoint_dir, checkpoints_to_keep)
-  if checkpoint_dir:
-    _checkpoint(client, checkpoint_dir, checkpoints_to_keep)
+    stop.wait()
+    server.stop()
+    return
+
+  def checkpoint():
+    start = time.monotonic()
+    items = replay_size(client)
+    path = save_checkpoint(client, checkpoint_dir, checkpoints_to_keep)
+    logging.info('Checkpointed about %d replay items to %s in %.2f s.', items,
+                 path, time.monotonic() - start)
+    metrics.write_status(root_dir, 'reverb_server', port=server.port,
+                         restored_items=restored_items,
+                         last_checkpoint_items=items,
+                         last_checkpoint=path)
+
+  metrics.write_status(root_dir, 'reverb_server', port=server.port,
+                       restored_items=restored_items)
+  while not stop.wait(checkpoint_interval_s):
+    checkpoint()
+  checkpoint()
   logging.info('Stopping the Reverb server.')
   server.stop()
-
-
-def _checkpoint(client, checkpoint_dir, keep):
-  start = time.monotonic()
-  path = save_checkpoint(client, checkpoint_dir, keep)
-  logging.info('Checkpointed %d replay items to %s in %.2f s.',
-               replay_size(client), path, time.monotonic() - start)

@@ -1,5 +1,11 @@
-"""Publishing a real model into a test server, as the learner does."""
+"""Helpers shared by tests: publishing real models, running the launcher."""
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -7,6 +13,7 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import model_channel
 from actorq_tf import networks
+from conftest import PROJECT_ROOT
 
 
 def cartpole_observations(count=256, seed=0):
@@ -41,3 +48,50 @@ def publish_policy(server_address, version, precisions=('int8',),
       model_dir=tempfile.mkdtemp())
   exporter.export(version, cartpole_observations())
   return q_network
+
+
+# Replay that samples early, a small net and frequent exports and evals.
+SMALL_RUN = [
+    '--gin_bindings', 'replay_table.min_size_to_sample = 200',
+    '--gin_bindings', 'create_q_network.fc_layer_params = (64, 64)',
+    '--gin_bindings', 'train.export_interval = 100',
+    '--gin_bindings', 'run_evaluator.min_interval_s = 1.0',
+    '--target_return', '1000',  # CartPole never gets there: run the budget.
+]
+
+
+def start_launcher(root_dir, *args):
+  """The local launcher on a small CartPole run, as a user starts it."""
+  return subprocess.Popen(
+      [sys.executable, '-m', 'binaries.local_main', '--root_dir', root_dir,
+       *SMALL_RUN, *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+
+@contextlib.contextmanager
+def launcher_running(root_dir, *args):
+  """start_launcher, stopped with Ctrl-C (then killed) if the test leaves
+  it running, so that no role outlives a failed test; prints its output."""
+  launcher = start_launcher(root_dir, *args)
+  try:
+    yield launcher
+  finally:
+    if launcher.poll() is None:
+      launcher.send_signal(signal.SIGINT)
+      try:
+        out, err = launcher.communicate(timeout=120)
+      except subprocess.TimeoutExpired:
+        launcher.kill()
+        out, err = launcher.communicate()
+      print('launcher stdout:', out[-3000:], 'launcher stderr:', err[-3000:],
+            sep='\n')
+
+
+def wait_for(condition, timeout_s, what):
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    if condition():
+      return
+    time.sleep(0.5)
+  raise AssertionError(f'timed out waiting for {what}')

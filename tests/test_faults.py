@@ -1,0 +1,121 @@
+"""Fault injection on a real local run: roles are SIGKILLed and come back.
+
+One launcher run (Reverb server, learner, evaluator and an actor as
+processes) loses its actor, then its Reverb server, then its learner; each
+time the run must go on from what was checkpointed. Then the run is
+interrupted and the same command resumes it.
+"""
+import json
+import os
+import signal
+import time
+
+import tensorflow as tf
+
+from actorq_tf import metrics
+from helpers import launcher_running
+from helpers import wait_for
+
+FAST_CHECKPOINTS = [
+    '--gin_bindings', 'serve.checkpoint_interval_s = 5.0',
+    '--gin_bindings', 'train.checkpoint_interval = 200',
+]
+
+
+def _status(root_dir, role):
+  return metrics.read_status(root_dir, role) or {}
+
+
+def _kill(root_dir, role):
+  status = _status(root_dir, role)
+  os.kill(status['pid'], signal.SIGKILL)
+  return status
+
+
+def _restarted(root_dir, role, old_pid):
+  return _status(root_dir, role).get('pid', old_pid) != old_pid
+
+
+def _checkpointed_train_step(root_dir):
+  path = tf.train.latest_checkpoint(os.path.join(root_dir, 'checkpoints'))
+  return int(path.rsplit('-', 1)[1]) if path else 0
+
+
+def test_a_run_survives_killed_roles_and_resumes(tmp_path):
+  root_dir = str(tmp_path / 'run')
+  with launcher_running(root_dir, '--max_env_steps', '0',
+                        *FAST_CHECKPOINTS) as launcher:
+    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
+             and _status(root_dir, 'reverb_server').get(
+                 'last_checkpoint_items'), 240,
+             'a model in the actor and a replay checkpoint')
+
+    # The actor: restarted, it counts on from its last status and pulls a
+    # valid model again.
+    killed = _kill(root_dir, 'actor_0')
+    wait_for(lambda: _restarted(root_dir, 'actor_0', killed['pid']) and
+             _status(root_dir, 'actor_0')['env_steps'] > killed['env_steps']
+             + 500 and _status(root_dir, 'actor_0')['model_version'] > 0,
+             180, 'the restarted actor to collect with a model')
+
+    # The Reverb server: restarted from its newest checkpoint; the learner
+    # and actor reconnect and go on.
+    wait_for(lambda: _status(root_dir, 'reverb_server').get(
+        'last_checkpoint_items', 0) > 0, 60, 'a replay checkpoint')
+    killed = _kill(root_dir, 'reverb_server')
+    actor, learner = _status(root_dir, 'actor_0'), _status(root_dir, 'learner')
+    env_steps, train_steps = actor['env_steps'], learner['train_step']
+    wait_for(lambda: _restarted(root_dir, 'reverb_server', killed['pid']),
+             120, 'the Reverb server to restart')
+    restored = _status(root_dir, 'reverb_server')['restored_items']
+    assert restored >= killed['last_checkpoint_items'] > 0
+    wait_for(lambda: _status(root_dir, 'actor_0')['env_steps'] > env_steps +
+             500 and _status(root_dir, 'learner')['train_step'] > train_steps
+             + 200, 180, 'env and train steps to go on after the restart')
+    # Both waited for the server rather than dying with it.
+    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
+    assert _status(root_dir, 'learner')['pid'] == learner['pid']
+
+    # The learner: restarted from its newest checkpoint, not from step 0.
+    checkpointed_step = _checkpointed_train_step(root_dir)
+    assert checkpointed_step > 0
+    killed = _kill(root_dir, 'learner')
+    wait_for(lambda: _restarted(root_dir, 'learner', killed['pid']) and
+             _status(root_dir, 'learner')['train_step'] >
+             _status(root_dir, 'learner')['restored_train_step'] + 100, 180,
+             'the restarted learner to train')
+    assert (_status(root_dir, 'learner')['restored_train_step'] >=
+            checkpointed_step)
+
+    launcher.send_signal(signal.SIGINT)
+    _, err = launcher.communicate(timeout=120)
+  assert launcher.returncode == 0, err[-3000:]
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['status'] == 'interrupted (SIGINT)'
+  assert summary['role_restarts'] == {'reverb_server': 1, 'learner': 1,
+                                      'eval': 0, 'actor_0': 1}
+  assert set(summary['exit_codes'].values()) == {0}
+
+  # The same command resumes the interrupted run where its final
+  # checkpoints left it.
+  final_train_step = _checkpointed_train_step(root_dir)
+  final_replay_items = _status(root_dir, 'reverb_server')[
+      'last_checkpoint_items']
+  env_steps = summary['env_steps']
+  with launcher_running(root_dir, '--max_env_steps', str(env_steps + 1000),
+                        *FAST_CHECKPOINTS) as launcher:
+    _, err = launcher.communicate(timeout=300)
+  assert launcher.returncode == 0, err[-3000:]
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    resumed = json.load(f)
+  assert resumed['resumed']
+  assert resumed['status'] == 'max_env_steps'
+  assert [s['status'] for s in resumed['earlier_launches']] == [
+      'interrupted (SIGINT)']
+  assert resumed['env_steps'] >= env_steps + 1000
+  assert (_status(root_dir, 'learner')['restored_train_step'] ==
+          final_train_step > 0)
+  assert resumed['train_steps'] > final_train_step
+  assert (_status(root_dir, 'reverb_server')['restored_items'] >=
+          final_replay_items > 0)
