@@ -4,6 +4,7 @@ env -> policy (TFLite interpreter, or stock TF for the `tf` baseline) ->
 epsilon-greedy in Python -> trajectory -> Reverb replay. Every
 `model_pull_interval` env steps it asks for a newer model.
 """
+from concurrent import futures
 import time
 from typing import Optional
 
@@ -27,6 +28,7 @@ from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
 from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 
@@ -40,38 +42,55 @@ def actor_epsilon(actor_index: int, num_actors: int,
 
 
 class TFLiteActorPolicy:
-  """Greedy actions from the newest TFLite model, or random before one."""
+  """Greedy actions from the newest TFLite model, or random before one.
+
+  A newly pulled model is checked (trial-run in a child process, specs
+  compared with the environment) on a thread while the actor goes on with
+  its current model; it is swapped in at a later `update` once it passed.
+  """
 
   def __init__(self, client, precision: str, env):
     self._puller = model_channel.ModelPuller(client, precision)
     self._observation_shape = tuple(env.observation_spec().shape)
     self._num_actions = environments.check_discrete_actions(env)
     self._network: Optional[TFLiteQNetwork] = None
+    self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
+    self._pending: Optional[futures.Future] = None
 
   @property
   def version(self) -> int:
     return self._puller.version
 
-  def update(self) -> bool:
-    """Swaps in a newer model if there is one; keeps the current otherwise."""
-    model = self._puller.pull_newer()
-    if model is None:
+  def update(self, wait: bool = False) -> bool:
+    """True if a newer model is now in use; keeps the current otherwise.
+
+    Args:
+      wait: wait for the check of a newly pulled model instead of taking it
+        at a later call.
+    """
+    if self._pending is None:
+      model = self._puller.pull_newer()
+      if model is None:
+        return False
+      self._pending = self._checks.submit(self._load, model)
+    if not (wait or self._pending.done()):
       return False
-    try:
-      network = TFLiteQNetwork(model.model_bytes, model.normalizer)
-    except ActorQError as e:
-      self._puller.refuse(model, str(e))
-      return False
-    if (network.observation_shape != self._observation_shape or
-        network.num_actions != self._num_actions):
-      self._puller.refuse(
-          model, f'it maps {network.observation_shape} to '
-          f'{network.num_actions} actions, the environment needs '
-          f'{self._observation_shape} to {self._num_actions}')
+    model, network, error = self._pending.result()
+    self._pending = None
+    if network is None:
+      self._puller.refuse(model, error)
       return False
     self._puller.accept(model)
     self._network = network
     return True
+
+  def _load(self, model):
+    try:
+      return model, load_untrusted_model(
+          model.model_bytes, model.normalizer, self._observation_shape,
+          self._num_actions), None
+    except ActorQError as e:
+      return model, None, str(e)
 
   def greedy_action(self, time_step) -> Optional[int]:
     if self._network is None:

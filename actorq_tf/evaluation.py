@@ -20,7 +20,7 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 RESULTS_FILE = os.path.join('eval', 'results.jsonl')
@@ -128,7 +128,9 @@ def run_evaluator(root_dir: str,
         break
       time.sleep(0.1)
     try:
-      int8_network = TFLiteQNetwork(model.model_bytes, model.normalizer)
+      int8_network = load_untrusted_model(
+          model.model_bytes, model.normalizer, env.observation_spec().shape,
+          environments.check_discrete_actions(env))
     except ActorQError as e:
       puller.refuse(model, str(e))
       continue

@@ -6,7 +6,6 @@ at a clean stop; a server started on the same directory loads the newest
 complete checkpoint, so a restarted run keeps its replay.
 """
 import os
-import shutil
 import threading
 import time
 from typing import Optional
@@ -25,8 +24,6 @@ from actorq_tf import networks
 from actorq_tf import replay
 
 REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
-# Reverb writes this file last into a checkpoint's directory.
-_COMPLETE_MARKER = 'DONE'
 
 
 def create_tables(env) -> list:
@@ -61,35 +58,17 @@ def replay_size(client: reverb.Client) -> int:
   return client.server_info(timeout=10)[replay.REPLAY_TABLE].current_size
 
 
-def save_checkpoint(client: reverb.Client, checkpoint_dir: str,
-                    keep: int) -> str:
-  """Checkpoints every table; removes all but the newest `keep` complete
-  checkpoints (and any incomplete one older than them)."""
-  path = client.checkpoint()
-  saved = sorted(d for d in os.listdir(checkpoint_dir)
-                 if os.path.isdir(os.path.join(checkpoint_dir, d)))
-  complete = [d for d in saved if os.path.exists(
-      os.path.join(checkpoint_dir, d, _COMPLETE_MARKER))]
-  if len(complete) > keep:
-    oldest_kept = complete[-keep]
-    for name in saved:
-      if name < oldest_kept:
-        shutil.rmtree(os.path.join(checkpoint_dir, name), ignore_errors=True)
-  return path
-
-
 @gin.configurable
 def serve(root_dir: Optional[str], port: int, stop: threading.Event,
-          checkpoint_interval_s: float = 60.0,
-          checkpoints_to_keep: int = 2) -> None:
+          checkpoint_interval_s: float = 60.0) -> None:
   """Serves until `stop`, checkpointing into root_dir/replay_checkpoints.
 
   Args:
     root_dir: run directory; None serves without checkpoints.
     port: port to listen on (all interfaces: dm-reverb 0.14 takes no host).
     stop: set by SIGTERM / SIGINT; the server checkpoints, then stops.
-    checkpoint_interval_s: seconds between checkpoints.
-    checkpoints_to_keep: complete checkpoints kept on disk.
+    checkpoint_interval_s: seconds between checkpoints. Reverb keeps the
+      newest complete checkpoint and deletes older ones itself.
   """
   checkpoint_dir = root_dir and os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
   server = start_server(port, checkpoint_dir)
@@ -106,7 +85,7 @@ def serve(root_dir: Optional[str], port: int, stop: threading.Event,
   def checkpoint():
     start = time.monotonic()
     items = replay_size(client)
-    path = save_checkpoint(client, checkpoint_dir, checkpoints_to_keep)
+    path = client.checkpoint()
     logging.info('Checkpointed about %d replay items to %s in %.2f s.', items,
                  path, time.monotonic() - start)
     metrics.write_status(root_dir, 'reverb_server', port=server.port,

@@ -5,6 +5,7 @@ from typing import Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
+from actorq_tf import model_trial
 from actorq_tf.errors import ActorQError
 
 
@@ -158,3 +159,23 @@ class EpsilonGreedy:
 
   def random_action(self) -> int:
     return int(self._rng.integers(self._num_actions))
+
+
+def load_untrusted_model(model_bytes: bytes, normalizer: ObservationNormalizer,
+                         observation_shape, num_actions: int
+                        ) -> TFLiteQNetwork:
+  """A network from bytes that came over the network, or ActorQError.
+
+  The bytes are first trial-run in a child process (a damaged model can
+  crash the interpreter), then must map this environment's observations to
+  its number of actions.
+  """
+  model_trial.trial_load(model_bytes)
+  network = TFLiteQNetwork(model_bytes, normalizer)
+  if (network.observation_shape != tuple(observation_shape) or
+      network.num_actions != num_actions):
+    raise ActorQError(
+        f'it maps {network.observation_shape} to {network.num_actions} '
+        f'actions, the environment needs {tuple(observation_shape)} to '
+        f'{num_actions}')
+  return network

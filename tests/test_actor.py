@@ -25,15 +25,19 @@ def test_actor_runs_the_published_model_and_fills_replay(
     reverb_server, tmp_path, precision):
   publish_policy(reverb_server, version=42,
                  precisions=('int8', 'fp16', 'fp32'))
+  # Enough steps for a pulled TFLite model to pass its check (a child
+  # process, ~0.2 s) and be swapped in.
+  env_steps = 3000
   steps = actor.run_actor(str(tmp_path), reverb_server, precision=precision,
-                          max_env_steps=300, model_pull_interval=50)
-  assert steps == 300
+                          max_env_steps=env_steps, model_pull_interval=50)
+  assert steps == env_steps
   status = metrics.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 42
   assert status['precision'] == precision
   assert status['episodes'] > 0
   # One item per step, less the first step of each episode.
-  assert 300 - status['episodes'] - 1 <= _replay_size(reverb_server) <= 300
+  assert (env_steps - status['episodes'] - 1 <= _replay_size(reverb_server)
+          <= env_steps)
   assert os.listdir(tmp_path / 'actor_0')  # TensorBoard events
 
 
@@ -69,15 +73,63 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
   env = environments.load_environment()
   publish_policy(reverb_server, version=10)
   policy = actor.TFLiteActorPolicy(client, 'int8', env)
-  assert policy.update()
+  assert policy.update(wait=True)
   assert policy.version == 10
   three_actions = networks.create_q_network(
       tensor_spec.TensorSpec([4], tf.float32), 3)
   publish_policy(reverb_server, version=20, q_network=three_actions,
                  publish_variables=False)
-  assert not policy.update()
+  assert not policy.update(wait=True)
   assert policy.version == 10
   assert policy.greedy_action(env.reset()) in (0, 1)
+
+
+def _insert_model(client, model, digest=None):
+  client.insert(
+      [np.int64(model.version), np.array(model.precision.encode(), object),
+       np.array((digest or model.sha256).encode(), object),
+       np.array(model.model_bytes, object), model.normalizer.shift,
+       model.normalizer.scale],
+      priorities={model_channel.model_table_name('int8'): 1.0})
+
+
+def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
+    reverb_server):
+  client = model_channel.wait_for_server(reverb_server, 10)
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  env = environments.load_environment()
+  publish_policy(reverb_server, version=10)
+  policy = actor.TFLiteActorPolicy(client, 'int8', env)
+  assert policy.update(wait=True)
+  good = model_channel.ModelPuller(client, 'int8').pull_newer()
+  time_step = env.reset()
+  action = policy.greedy_action(time_step)
+
+  corrupt = [
+      # Bytes that are not a TFLite model, with a checksum that matches.
+      model_channel.PublishedModel(11, 'int8', b'\x00' * 1024,
+                                   good.normalizer),
+      # A model cut short, as a bad copy would leave it.
+      model_channel.PublishedModel(12, 'int8', good.model_bytes[:5000],
+                                   good.normalizer),
+      # A float model published under the int8 name.
+      model_channel.PublishedModel(13, 'fp32', good.model_bytes,
+                                   good.normalizer),
+  ]
+  for model in corrupt:
+    _insert_model(client, model)
+    assert not policy.update(wait=True)
+  # A valid model whose checksum does not match what was sent.
+  _insert_model(client, model_channel.PublishedModel(
+      14, 'int8', good.model_bytes, good.normalizer), digest='0' * 64)
+  assert not policy.update(wait=True)
+
+  assert policy.version == 10
+  assert policy.greedy_action(time_step) == action
+  _insert_model(client, model_channel.PublishedModel(
+      15, 'int8', good.model_bytes, good.normalizer))
+  assert policy.update(wait=True)
+  assert policy.version == 15
 
 
 def test_unknown_precision_is_refused(reverb_server, tmp_path):
