@@ -1,4 +1,7 @@
 """Bad input: one clear line and a non-zero exit, nothing left half-made."""
+import json
+import os
+
 from conftest import run_binary
 
 
@@ -77,3 +80,22 @@ def test_a_finished_run_directory_is_not_overwritten(tmp_path):
   assert result.returncode == 1
   assert 'holds a finished run' in _error_line(result)
   assert (tmp_path / 'summary.json').read_text() == '{}'
+
+
+def test_a_run_directory_of_another_config_is_refused(tmp_path):
+  (tmp_path / 'run.json').write_text(json.dumps(
+      {'gin_config': 'load_environment.env_name = "Acrobot-v1"',
+       'actor_precision': 'int8', 'seed': 0}))
+  result = run_binary('binaries.local_main', '--root_dir', str(tmp_path))
+  assert result.returncode == 1
+  assert 'holds an unfinished run of another config (its gin_config differ' \
+      in _error_line(result)
+  assert sorted(os.listdir(tmp_path)) == ['run.json']
+
+
+def test_a_directory_that_holds_something_else_is_refused(tmp_path):
+  (tmp_path / 'notes.txt').write_text('mine')
+  result = run_binary('binaries.local_main', '--root_dir', str(tmp_path))
+  assert result.returncode == 1
+  assert 'is not empty and holds no ActorQ run' in _error_line(result)
+  assert sorted(os.listdir(tmp_path)) == ['notes.txt']

@@ -1,21 +1,29 @@
-"""Fault injection on a real local run: roles are SIGKILLed and come back.
+"""Fault injection with real processes and a real Reverb server.
 
 One launcher run (Reverb server, learner, evaluator and an actor as
 processes) loses its actor, then its Reverb server, then its learner; each
 time the run must go on from what was checkpointed. Then the run is
-interrupted and the same command resumes it.
+interrupted and the same command resumes it. And an actor whose server never
+comes back must give up in bounded time with a clear error.
 """
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
+import portpicker
 import tensorflow as tf
 
 from actorq_tf import metrics
+from conftest import PROJECT_ROOT
+from conftest import TEST_BINDINGS
 from helpers import launcher_running
 from helpers import wait_for
 
+TEST_GIN_ARGS = [arg for binding in TEST_BINDINGS
+                 for arg in ('--gin_bindings', binding)]
 FAST_CHECKPOINTS = [
     '--gin_bindings', 'serve.checkpoint_interval_s = 5.0',
     '--gin_bindings', 'train.checkpoint_interval = 200',
@@ -119,3 +127,37 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
   assert resumed['train_steps'] > final_train_step
   assert (_status(root_dir, 'reverb_server')['restored_items'] >=
           final_replay_items > 0)
+
+
+def _start(module, *args):
+  return subprocess.Popen(
+      [sys.executable, '-m', module, *args], cwd=PROJECT_ROOT,
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+
+def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
+  port = str(portpicker.pick_unused_port())
+  server = _start('binaries.reverb_server_main', '--port', port,
+                  *TEST_GIN_ARGS)
+  actor = _start('binaries.actor_main', '--root_dir', str(tmp_path),
+                 '--replay_server_address', f'localhost:{port}',
+                 '--gin_bindings', 'run_actor.server_timeout_s = 10',
+                 '--gin_bindings', 'run_actor.status_interval_s = 1',
+                 *TEST_GIN_ARGS)
+  try:
+    wait_for(lambda: (metrics.read_status(str(tmp_path), 'actor_0') or {}
+                     ).get('env_steps', 0) > 200, 120, 'the actor to collect')
+    server.kill()
+    killed_at = time.monotonic()
+    _, err = actor.communicate(timeout=120)
+    gave_up_after_s = time.monotonic() - killed_at
+  finally:
+    server.kill()
+    actor.kill()
+  assert actor.returncode == 1
+  error_lines = [l for l in err.splitlines() if 'error:' in l]
+  assert error_lines, err[-2000:]
+  assert 'Reverb server at localhost:' + port in error_lines[-1]
+  # The give-up time, plus one blocking call's timeout and a status check.
+  assert 10 <= gave_up_after_s < 40
