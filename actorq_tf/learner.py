@@ -223,6 +223,13 @@ def train(root_dir: str,
   with step_lock:
     finish()
   stop.set()  # Lets the watchdog thread end.
+  # The last reference to a Reverb dataset iterator runs a C++ destructor
+  # that waits for the iterator's samples in flight, which the rate limiter
+  # can hold for good once the actors are gone (seen: learners killed by the
+  # launcher after their final checkpoint). A daemon thread drops it.
+  threading.Thread(target=lambda *_: None, args=(iterator,),
+                   name='DropReplayIterator', daemon=True).start()
+  del iterator
   return step
 
 
