@@ -1,7 +1,8 @@
 """The actor: runs the newest policy in its environment and feeds replay.
 
 env -> policy (TFLite interpreter, or stock TF for the `tf` baseline) ->
-epsilon-greedy in Python -> trajectory -> Reverb replay. Every
+exploration in Python (epsilon-greedy for discrete actions, Gaussian noise
+for continuous ones) -> trajectory -> Reverb replay. Every
 `model_pull_interval` env steps it asks for a newer model.
 """
 from concurrent import futures
@@ -13,6 +14,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
+from tf_agents.policies import actor_policy
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.policies import q_policy
 from tf_agents.specs import tensor_spec
@@ -20,6 +22,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import PRECISIONS
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import metrics
 from actorq_tf import model_channel
@@ -27,7 +30,8 @@ from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
-from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import GaussianNoise
+from actorq_tf.tflite_policy import TFLiteModel
 from actorq_tf.tflite_policy import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
@@ -41,8 +45,21 @@ def actor_epsilon(actor_index: int, num_actors: int,
   return base_epsilon ** (1 + alpha * actor_index / (num_actors - 1))
 
 
+@gin.configurable
+def actor_sigma(actor_index: int, num_actors: int, sigma: float = 0.3,
+                spread: float = 2.0) -> float:
+  """Exploration noise of actor i: ActorQ spreads it across actors.
+
+  With N > 1 actors the sigmas are spaced geometrically from sigma * spread
+  (actor 0) to sigma / spread (actor N - 1); one actor uses `sigma`.
+  """
+  if num_actors <= 1 or spread == 1.0:
+    return sigma
+  return sigma * spread ** (1.0 - 2.0 * actor_index / (num_actors - 1))
+
+
 class TFLiteActorPolicy:
-  """Greedy actions from the newest TFLite model, or random before one.
+  """Greedy actions from the newest TFLite model, or None before one.
 
   A newly pulled model is checked (trial-run in a child process, specs
   compared with the environment) on a thread while the actor goes on with
@@ -52,8 +69,9 @@ class TFLiteActorPolicy:
   def __init__(self, client, precision: str, env):
     self._puller = model_channel.ModelPuller(client, precision)
     self._observation_shape = tuple(env.observation_spec().shape)
-    self._num_actions = environments.check_discrete_actions(env)
-    self._network: Optional[TFLiteQNetwork] = None
+    self._output_size = environments.policy_output_size(env)
+    self._discrete = environments.is_discrete(env)
+    self._model: Optional[TFLiteModel] = None
     self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
     self._pending: Optional[futures.Future] = None
 
@@ -75,47 +93,57 @@ class TFLiteActorPolicy:
       self._pending = self._checks.submit(self._load, model)
     if not (wait or self._pending.done()):
       return False
-    model, network, error = self._pending.result()
+    published, model, error = self._pending.result()
     self._pending = None
-    if network is None:
-      self._puller.refuse(model, error)
+    if model is None:
+      self._puller.refuse(published, error)
       return False
-    self._puller.accept(model)
-    self._network = network
+    self._puller.accept(published)
+    self._model = model
     return True
 
-  def _load(self, model):
+  def _load(self, published):
     try:
-      return model, load_untrusted_model(
-          model.model_bytes, model.normalizer, self._observation_shape,
-          self._num_actions), None
+      return published, load_untrusted_model(
+          published.model_bytes, published.normalizer,
+          self._observation_shape, self._output_size), None
     except ActorQError as e:
-      return model, None, str(e)
+      return published, None, str(e)
 
-  def greedy_action(self, time_step) -> Optional[int]:
-    if self._network is None:
+  def greedy_action(self, time_step):
+    """The model's action: an int (discrete) or an array (continuous)."""
+    if self._model is None:
       return None
-    return self._network.greedy_action(time_step.observation)
+    if self._discrete:
+      return self._model.greedy_action(time_step.observation)
+    return self._model.action(time_step.observation)
 
 
 class TFActorPolicy:
-  """The stock baseline: TF-Agents' fp32 QPolicy run by PyTFEagerPolicy,
-  its variables pulled from the learner through ReverbVariableContainer."""
+  """The stock baseline: TF-Agents' fp32 QPolicy or ActorPolicy run by
+  PyTFEagerPolicy, its variables pulled from the learner through
+  ReverbVariableContainer."""
 
   def __init__(self, server_address: str, env):
-    q_network = networks.q_network_for(env)
+    policy_network = networks.policy_network_for(env)
     self._version = tf.Variable(0, dtype=tf.int64)
-    self._variables = model_channel.policy_variables(q_network.variables,
+    self._variables = model_channel.policy_variables(policy_network.variables,
                                                      self._version)
     # The container's constructor asks the server without a timeout.
     self._client = model_channel.wait_for_server(server_address, 10)
     self._container = reverb_variable_container.ReverbVariableContainer(
         server_address, table_names=[model_channel.VARIABLES_TABLE])
-    policy = q_policy.QPolicy(tensor_spec.from_spec(env.time_step_spec()),
-                              tensor_spec.from_spec(env.action_spec()),
-                              q_network=q_network)
-    # Greedy here: exploration is the same Python epsilon-greedy for every
-    # precision, so the precisions differ only in how the policy runs.
+    time_step_spec = tensor_spec.from_spec(env.time_step_spec())
+    action_spec = tensor_spec.from_spec(env.action_spec())
+    if environments.is_discrete(env):
+      policy = q_policy.QPolicy(time_step_spec, action_spec,
+                                q_network=policy_network)
+    else:
+      policy = actor_policy.ActorPolicy(time_step_spec, action_spec,
+                                        actor_network=policy_network,
+                                        clip=True)
+    # Greedy here: exploration is the same Python code for every precision,
+    # so the precisions differ only in how the policy runs.
     self._policy = py_tf_eager_policy.PyTFEagerPolicy(policy,
                                                       use_tf_function=True)
     self._has_variables = False
@@ -136,10 +164,10 @@ class TFActorPolicy:
                            table=model_channel.VARIABLES_TABLE)
     return self.version > previous
 
-  def greedy_action(self, time_step) -> Optional[int]:
+  def greedy_action(self, time_step):
     if not self._has_variables:
       return None
-    return int(self._policy.action(time_step).action)
+    return self._policy.action(time_step).action
 
 
 @gin.configurable
@@ -162,16 +190,17 @@ def run_actor(root_dir: str,
     server_address: host:port of the Reverb server.
     precision: int8, fp16 or fp32 TFLite models, or `tf` for the stock
       TF-Agents policy on fp32 variables.
-    actor_index: this actor's index, which sets its epsilon and seed.
-    num_actors: how many actors the run has (for the epsilon spread).
+    actor_index: this actor's index, which sets its epsilon or sigma and
+      its seed.
+    num_actors: how many actors the run has (for the exploration spread).
     seed: base seed; actor i uses seed + 1000 * i.
     max_env_steps: stop after this many env steps in this run; 0 runs until
       stopped.
     model_pull_interval: env steps between pulls of a newer model. 0 picks
       the default: 1 for `tf` (TF-Agents' distributed examples update
       variables after every step) and 100 for TFLite models.
-    epsilon_decay_steps: env steps over which epsilon falls from 1 to this
-      actor's final epsilon.
+    epsilon_decay_steps: discrete actions: env steps over which epsilon
+      falls from 1 to this actor's final epsilon.
     status_interval_s: seconds between TensorBoard points and status files.
     server_timeout_s: how long the Reverb server may not answer before the
       actor gives up; meanwhile it keeps its environment and model.
@@ -189,7 +218,7 @@ def run_actor(root_dir: str,
   actor_seed = seed + 1000 * actor_index
   env = environments.load_environment()
   env.seed(actor_seed)
-  num_actions = environments.check_discrete_actions(env)
+  agents.check_environment(env)
   action_dtype = env.action_spec().dtype
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
@@ -202,9 +231,15 @@ def run_actor(root_dir: str,
     policy = TFActorPolicy(server_address, env)
   else:
     policy = TFLiteActorPolicy(client, precision, env)
-  exploration = EpsilonGreedy(
-      num_actions, final_epsilon=actor_epsilon(actor_index, num_actors),
-      decay_steps=epsilon_decay_steps, seed=actor_seed)
+  if environments.is_discrete(env):
+    exploration = EpsilonGreedy(
+        environments.check_discrete_actions(env),
+        final_epsilon=actor_epsilon(actor_index, num_actors),
+        decay_steps=epsilon_decay_steps, seed=actor_seed)
+  else:
+    exploration = GaussianNoise(env.action_spec(),
+                                actor_sigma(actor_index, num_actors),
+                                seed=actor_seed)
 
   role = f'actor_{actor_index}'
   summary_writer = metrics.summary_writer(root_dir, role)
@@ -241,10 +276,9 @@ def run_actor(root_dir: str,
           server_lost = True
       pull_seconds += time.monotonic() - pull_start
 
-    action = policy.greedy_action(time_step)
-    if action is None or exploration.explore(steps):
-      action = exploration.random_action()
-    action = np.asarray(action, dtype=action_dtype)
+    action = np.asarray(
+        exploration.act(policy.greedy_action(time_step), steps),
+        dtype=action_dtype)
     next_time_step = env.step(action)
     # What trajectory.from_transition builds, without its tensor checks.
     experience_writer.write(trajectory_lib.Trajectory(
@@ -274,7 +308,8 @@ def run_actor(root_dir: str,
         tf.summary.scalar('actor/env_steps_per_second', rate)
         tf.summary.scalar('actor/model_version', policy.version)
         tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
-        tf.summary.scalar('actor/epsilon', exploration.epsilon(steps))
+        for name, value in exploration.summary(steps).items():
+          tf.summary.scalar(f'actor/{name}', value)
         if mean_return is not None:
           tf.summary.scalar('actor/episode_return', mean_return)
           tf.summary.scalar('actor/episode_length', np.mean(recent_lengths))

@@ -1,11 +1,51 @@
-"""The learner's TF-Agents agent."""
+"""The learner's TF-Agents agent: DQN for discrete actions, D4PG for
+continuous ones, chosen by `agent_algorithm.name` in the gin config."""
+from typing import Tuple
+
 import gin
 import tensorflow as tf
+from tf_agents.agents import tf_agent
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.environments import py_environment
 from tf_agents.networks import network
 from tf_agents.specs import tensor_spec
 from tf_agents.utils import common
+
+from actorq_tf import d4pg
+from actorq_tf import environments
+from actorq_tf import networks
+from actorq_tf.errors import ActorQError
+
+ALGORITHMS = ('dqn', 'd4pg')
+
+
+@gin.configurable
+def agent_algorithm(name: str = 'dqn') -> str:
+  """The configured algorithm: 'dqn' or 'd4pg'."""
+  if name not in ALGORITHMS:
+    raise ActorQError(f'unknown agent algorithm {name!r}; expected one of '
+                      f'{ALGORITHMS}')
+  return name
+
+
+def check_environment(env: py_environment.PyEnvironment) -> str:
+  """The algorithm, if it fits the environment's actions; else ActorQError."""
+  algorithm = agent_algorithm()
+  if algorithm == 'dqn':
+    environments.check_discrete_actions(env)
+  else:
+    environments.check_continuous_actions(env)
+  return algorithm
+
+
+def create_agent(env: py_environment.PyEnvironment, train_step: tf.Variable
+                ) -> Tuple[tf_agent.TFAgent, network.Network]:
+  """The configured agent and its policy network (what actors run)."""
+  algorithm = check_environment(env)
+  policy_network = networks.policy_network_for(env)
+  if algorithm == 'dqn':
+    return create_dqn_agent(env, policy_network, train_step), policy_network
+  return create_d4pg_agent(env, policy_network, train_step), policy_network
 
 
 @gin.configurable
@@ -42,5 +82,37 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
       target_update_tau=target_update_tau,
       gradient_clipping=gradient_clipping,
       train_step_counter=train_step)
+  agent.initialize()
+  return agent
+
+
+@gin.configurable
+def create_d4pg_agent(env: py_environment.PyEnvironment,
+                      actor_network: network.Network,
+                      train_step: tf.Variable,
+                      actor_learning_rate: float = 1e-4,
+                      critic_learning_rate: float = 1e-4,
+                      v_min: float = -150.0,
+                      v_max: float = 150.0,
+                      num_atoms: int = 51,
+                      n_step: int = 5,
+                      gamma: float = 0.99,
+                      target_update_tau: float = 0.005,
+                      target_update_period: int = 1,
+                      gradient_clipping: float = 40.0) -> d4pg.D4pgAgent:
+  """A D4PG agent; defaults are Acme's for the Control Suite except the
+  soft target updates. See d4pg.D4pgAgent for the arguments."""
+  time_step_spec = tensor_spec.from_spec(env.time_step_spec())
+  action_spec = tensor_spec.from_spec(env.action_spec())
+  critic_network = networks.DistributionalCriticNetwork(
+      (time_step_spec.observation, action_spec), num_atoms=num_atoms)
+  agent = d4pg.D4pgAgent(
+      time_step_spec, action_spec, actor_network, critic_network,
+      actor_optimizer=tf.keras.optimizers.Adam(actor_learning_rate),
+      critic_optimizer=tf.keras.optimizers.Adam(critic_learning_rate),
+      v_min=v_min, v_max=v_max, num_atoms=num_atoms, n_step=n_step,
+      gamma=gamma, target_update_tau=target_update_tau,
+      target_update_period=target_update_period,
+      gradient_clipping=gradient_clipping, train_step_counter=train_step)
   agent.initialize()
   return agent

@@ -1,5 +1,8 @@
 """The evaluator: greedy int8 model and greedy fp32 network, same seeds.
 
+Greedy is the argmax of Q-values for discrete actions and the actor
+network's action, without noise, for continuous ones.
+
 Whenever a newer model is published it plays `num_episodes` greedy episodes
 with the int8 TFLite model and with the fp32 network of the same version, on
 the same seeds, and logs both returns: reward retention, side by side.
@@ -15,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import metrics
 from actorq_tf import model_channel
@@ -84,10 +88,13 @@ def run_evaluator(root_dir: str,
   """
   envs = [environments.load_environment() for _ in range(num_episodes)]
   env = envs[0]
+  agents.check_environment(env)
   seeds = [10**6 + seed * 1000 + i for i in range(num_episodes)]
-  q_network = networks.q_network_for(env)
+  policy_network = networks.policy_network_for(env)
+  discrete = environments.is_discrete(env)
   version = tf.Variable(0, dtype=tf.int64)
-  variables = model_channel.policy_variables(q_network.variables, version)
+  variables = model_channel.policy_variables(policy_network.variables,
+                                             version)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   container = reverb_variable_container.ReverbVariableContainer(
       server_address, table_names=[model_channel.VARIABLES_TABLE])
@@ -104,8 +111,8 @@ def run_evaluator(root_dir: str,
   @tf.function(input_signature=[tf.TensorSpec(
       [None, *env.observation_spec().shape], tf.float32)])
   def fp32_greedy_actions(observations):
-    q_values, _ = q_network(observations, training=False)
-    return tf.argmax(q_values, axis=-1)
+    outputs, _ = policy_network(observations, training=False)
+    return tf.argmax(outputs, axis=-1) if discrete else outputs
 
   evaluations = 0
   while not should_stop() and not (max_evaluations and
@@ -128,15 +135,16 @@ def run_evaluator(root_dir: str,
         break
       time.sleep(0.1)
     try:
-      int8_network = load_untrusted_model(
+      int8_model = load_untrusted_model(
           model.model_bytes, model.normalizer, env.observation_spec().shape,
-          environments.check_discrete_actions(env))
+          environments.policy_output_size(env))
     except ActorQError as e:
       puller.refuse(model, str(e))
       continue
     puller.accept(model)
     int8_returns = greedy_returns(
-        envs, lambda o: np.argmax(int8_network.q_values(o), axis=-1), seeds)
+        envs, lambda o: (np.argmax(int8_model.outputs(o), axis=-1) if discrete
+                         else int8_model.outputs(o)), seeds)
     fp32_returns = greedy_returns(
         envs, lambda o: fp32_greedy_actions(o).numpy(), seeds)
     result = {

@@ -1,14 +1,15 @@
-"""Turning the learner's Q-network into TFLite models, checked before use.
+"""Turning the learner's policy network into TFLite models, checked before use.
 
-The network (observation -> Q-values) is exported, never the policy's
-sampling graph: exploration stays in the actors' Python. Full int8 models are
-calibrated on observations sampled from the replay.
+The network (observation -> Q-values for DQN, observation -> action for
+D4PG) is exported, never the policy's sampling graph: exploration stays in
+the actors' Python. Full int8 models are calibrated on observations sampled
+from the replay.
 """
 import dataclasses
 import os
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from absl import logging
 import gin
@@ -20,7 +21,7 @@ from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import metrics
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import TFLiteModel
 
 
 def centre_q_values(q_network: network_lib.Network) -> None:
@@ -38,41 +39,42 @@ def centre_q_values(q_network: network_lib.Network) -> None:
                     bias - bias.mean()])
 
 
-def fold_normalization(q_network: network_lib.Network,
+def fold_normalization(policy_network: network_lib.Network,
                        normalizer: ObservationNormalizer) -> None:
   """Makes the network take normalized observations, in place and exactly.
 
   With z = (x - shift) / scale, the first layer W x + b becomes
   (W diag(scale)) z + (b + W shift).
   """
-  first = next(layer for layer in q_network.layers
+  first = next(layer for layer in policy_network.layers
                if isinstance(layer, tf.keras.layers.Dense))
   kernel, bias = first.get_weights()
   first.set_weights([kernel * normalizer.scale.reshape(-1, 1),
                      bias + normalizer.shift.reshape(-1) @ kernel])
 
 
-def _q_values_function(q_network: network_lib.Network):
-  observation_spec = q_network.input_tensor_spec
+def _outputs_function(policy_network: network_lib.Network):
+  observation_spec = policy_network.input_tensor_spec
   signature = tf.TensorSpec([1, *observation_spec.shape], tf.float32,
                             name='observation')
 
   @tf.function(input_signature=[signature])
-  def q_values(observation):
-    values, _ = q_network(observation, training=False)
+  def outputs(observation):
+    values, _ = policy_network(observation, training=False)
     return values
 
-  return q_values.get_concrete_function()
+  return outputs.get_concrete_function()
 
 
-def convert(q_network: network_lib.Network, precision: str,
+def convert(policy_network: network_lib.Network, precision: str,
             calibration_observations: Optional[np.ndarray] = None) -> bytes:
-  """TFLite flatbuffer of `q_network` at `precision` (int8, fp16, fp32)."""
+  """TFLite flatbuffer of `policy_network` at `precision` (int8, fp16,
+  fp32)."""
   if precision not in TFLITE_PRECISIONS:
     raise ActorQError(f'unknown TFLite precision {precision!r}; '
                       f'expected one of {TFLITE_PRECISIONS}')
   converter = tf.lite.TFLiteConverter.from_concrete_functions(
-      [_q_values_function(q_network)], q_network)
+      [_outputs_function(policy_network)], policy_network)
   if precision == 'fp16':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
@@ -102,48 +104,54 @@ def convert(q_network: network_lib.Network, precision: str,
 
 @dataclasses.dataclass
 class ModelCheck:
-  """How a TFLite model compares with the fp32 network on observations."""
-  agreement: float  # fraction of observations with the same greedy action
-  # The same on decisive observations, whose fp32 action gap is at least
-  # `decisive_gap_fraction` of the largest gap: in near-ties either action
-  # is as good, and trained Q-networks have many.
-  decisive_agreement: float
-  max_q_error: float  # of the centred Q-values
-  mean_q_error: float
-  # fp32 Q-value lost by taking the model's greedy action instead of the
-  # network's: near-ties make agreement look worse than it matters.
-  mean_q_regret: float
+  """How a TFLite model compares with the fp32 network on observations.
+
+  `figures` holds, for Q-value models: agreement (fraction of observations
+  with the same greedy action), decisive_agreement (the same on
+  observations whose fp32 action gap is at least a tenth of the largest:
+  in near-ties either action is as good, and trained Q-networks have many),
+  max_q_error and mean_q_error (of the centred Q-values), mean_q_regret
+  (fp32 Q-value lost by taking the model's greedy action). For action
+  models: max_action_error and mean_action_error, in units of half the
+  action range.
+  """
   passed: bool
   reason: str
+  figures: Dict[str, float]
 
 
-def _failed_check(reason: str) -> ModelCheck:
-  nan = float('nan')
-  return ModelCheck(0.0, 0.0, nan, nan, nan, False, reason)
+def _outputs_or_failure(model_bytes, policy_network, observations,
+                        normalizer):
+  """(fp32 outputs, model outputs), or a failed ModelCheck."""
+  observations = np.asarray(observations, np.float32)
+  normalized = normalizer(observations) if normalizer else observations
+  reference = policy_network(normalized, training=False)[0].numpy()
+  if not np.all(np.isfinite(reference)):
+    return ModelCheck(False, 'the fp32 network gives non-finite outputs', {})
+  try:
+    outputs = TFLiteModel(model_bytes, normalizer).outputs(observations)
+  except ActorQError as e:
+    return ModelCheck(False, str(e), {})
+  if not np.all(np.isfinite(outputs)):
+    return ModelCheck(False, 'the model gives non-finite outputs', {})
+  return reference, outputs
 
 
-def check_model(model_bytes: bytes, q_network: network_lib.Network,
-                observations: np.ndarray, min_agreement: float,
-                normalizer: Optional[ObservationNormalizer] = None,
-                decisive_gap_fraction: float = 0.1) -> ModelCheck:
+def check_q_model(model_bytes: bytes, q_network: network_lib.Network,
+                  observations: np.ndarray, min_agreement: float,
+                  normalizer: Optional[ObservationNormalizer] = None,
+                  decisive_gap_fraction: float = 0.1) -> ModelCheck:
   """Compares greedy actions and Q-values of a TFLite model with fp32.
 
   `q_network` is the network the model was converted from and takes the
   observations after `normalizer`; the model takes raw observations. The
   model passes if its decisive agreement reaches `min_agreement`.
   """
-  observations = np.asarray(observations, np.float32)
-  normalized = normalizer(observations) if normalizer else observations
-  reference, _ = q_network(normalized, training=False)
-  reference = reference.numpy()
-  if not np.all(np.isfinite(reference)):
-    return _failed_check('the fp32 network gives non-finite Q-values')
-  try:
-    q_values = TFLiteQNetwork(model_bytes, normalizer).q_values(observations)
-  except ActorQError as e:
-    return _failed_check(str(e))
-  if not np.all(np.isfinite(q_values)):
-    return _failed_check('the model gives non-finite Q-values')
+  compared = _outputs_or_failure(model_bytes, q_network, observations,
+                                 normalizer)
+  if isinstance(compared, ModelCheck):
+    return compared
+  reference, q_values = compared
   errors = np.abs(q_values - reference)
   model_actions = np.argmax(q_values, -1)
   same_action = model_actions == np.argmax(reference, -1)
@@ -158,9 +166,40 @@ def check_model(model_bytes: bytes, q_network: network_lib.Network,
   reason = '' if passed else (
       f'greedy-action agreement on decisive observations '
       f'{decisive_agreement:.3f} is under the floor {min_agreement:.3f}')
-  return ModelCheck(float(np.mean(same_action)), decisive_agreement,
-                    float(errors.max()), float(errors.mean()),
-                    float(regret.mean()), passed, reason)
+  return ModelCheck(passed, reason, {
+      'agreement': float(np.mean(same_action)),
+      'decisive_agreement': decisive_agreement,
+      'max_q_error': float(errors.max()),
+      'mean_q_error': float(errors.mean()),
+      'mean_q_regret': float(regret.mean())})
+
+
+def check_action_model(model_bytes: bytes,
+                       actor_network: network_lib.Network,
+                       observations: np.ndarray, action_spec,
+                       max_mean_action_error: float,
+                       normalizer: Optional[ObservationNormalizer] = None
+                      ) -> ModelCheck:
+  """Compares a TFLite model's actions with the fp32 actor network's.
+
+  Errors are in units of half the action range; the model passes if the
+  mean error is at most `max_mean_action_error`.
+  """
+  compared = _outputs_or_failure(model_bytes, actor_network, observations,
+                                 normalizer)
+  if isinstance(compared, ModelCheck):
+    return compared
+  reference, actions = compared
+  half_range = (np.asarray(action_spec.maximum, np.float32) -
+                np.asarray(action_spec.minimum, np.float32)) / 2
+  errors = np.abs(actions - reference) / half_range
+  mean_error = float(errors.mean())
+  passed = mean_error <= max_mean_action_error
+  reason = '' if passed else (
+      f'mean action error {mean_error:.4f} (of half the action range) is '
+      f'over the ceiling {max_mean_action_error:.4f}')
+  return ModelCheck(passed, reason, {'max_action_error': float(errors.max()),
+                                     'mean_action_error': mean_error})
 
 
 @dataclasses.dataclass
@@ -177,37 +216,46 @@ class ExportResult:
 class PolicyExporter:
   """Converts, checks and publishes models on a thread of its own.
 
-  Models map observations to centred Q-values (see `centre_q_values`): the
-  actors need only their argmax.
+  Q-value models output centred Q-values (see `centre_q_values`): the
+  actors need only their argmax. Action models output the action.
 
   The train loop hands over a copy of the weights and goes on training; an
   export requested while the previous one still runs is skipped, so
   conversion never stalls training.
 
   Args:
-    q_network: the learner's network; only its weights are read.
+    policy_network: the learner's policy network; only its weights are read.
+    action_spec: the environment's ArraySpec; integer actions mean a
+      Q-network.
     precisions: TFLite precisions to export at each version.
     publish: called with each ExportResult that passes its check.
-    min_agreement: greedy-action agreement with fp32 on decisive
-      observations that a model needs (see ModelCheck). On all observations
-      a trained CartPole int8 model may agree on only 60-80% (near-ties)
-      while it plays exactly as well; `mean_q_regret` shows the cost.
     model_dir: where the newest published model of each precision is kept.
+    min_agreement: greedy-action agreement with fp32 on decisive
+      observations that a Q-value model needs (see ModelCheck). On all
+      observations a trained CartPole int8 model may agree on only 60-80%
+      (near-ties) while it plays exactly as well; `mean_q_regret` shows the
+      cost.
+    max_mean_action_error: mean distance from the fp32 action, in units of
+      half the action range, that an action model may have.
   """
 
-  def __init__(self, q_network: network_lib.Network,
+  def __init__(self, policy_network: network_lib.Network, action_spec,
                precisions: Sequence[str],
                publish: Callable[[Sequence[ExportResult], Sequence[np.ndarray]],
                                  None],
                model_dir: str,
-               min_agreement: float = 0.75):
-    self._q_network = q_network
-    self._snapshot_network = q_network.copy(name='ExportSnapshot')
-    self._snapshot_network.create_variables(q_network.input_tensor_spec)
+               min_agreement: float = 0.75,
+               max_mean_action_error: float = 0.05):
+    self._policy_network = policy_network
+    self._snapshot_network = policy_network.copy(name='ExportSnapshot')
+    self._snapshot_network.create_variables(policy_network.input_tensor_spec)
+    self._action_spec = action_spec
+    self._outputs_q_values = np.issubdtype(action_spec.dtype, np.integer)
     self._precisions = tuple(precisions)
     self._publish = publish
     self._model_dir = model_dir
     self._min_agreement = min_agreement
+    self._max_mean_action_error = max_mean_action_error
     self._thread: Optional[threading.Thread] = None
     self._error: Optional[BaseException] = None
     # The newest version's ExportResults; earlier ones are dropped so that a
@@ -226,7 +274,7 @@ class PolicyExporter:
     self.raise_error()
     if self.busy:
       return False
-    weights = self._q_network.get_weights()  # Copies: training goes on.
+    weights = self._policy_network.get_weights()  # Copies: training goes on.
     self._thread = threading.Thread(
         target=self._export_guarded,
         args=(version, weights, np.array(calibration_observations)),
@@ -238,7 +286,7 @@ class PolicyExporter:
             ) -> Sequence[ExportResult]:
     """Exports synchronously; used at shutdown and in tests."""
     self.wait()
-    self._export(version, self._q_network.get_weights(),
+    self._export(version, self._policy_network.get_weights(),
                  np.array(calibration_observations))
     return self.results
 
@@ -265,7 +313,8 @@ class PolicyExporter:
       return
     normalizer = ObservationNormalizer.from_observations(observations)
     self._snapshot_network.set_weights(weights)
-    centre_q_values(self._snapshot_network)
+    if self._outputs_q_values:
+      centre_q_values(self._snapshot_network)
     fold_normalization(self._snapshot_network, normalizer)
     results, passed = [], []
     for precision in self._precisions:
@@ -273,8 +322,7 @@ class PolicyExporter:
       model_bytes = convert(self._snapshot_network, precision,
                             normalizer(observations))
       seconds = time.monotonic() - start
-      check = check_model(model_bytes, self._snapshot_network, observations,
-                          self._min_agreement, normalizer)
+      check = self._check(model_bytes, observations, normalizer)
       result = ExportResult(precision, version, model_bytes, normalizer,
                             check, seconds)
       results.append(result)
@@ -289,6 +337,14 @@ class PolicyExporter:
     if passed:
       self._publish(passed, weights)
 
+  def _check(self, model_bytes, observations, normalizer) -> ModelCheck:
+    if self._outputs_q_values:
+      return check_q_model(model_bytes, self._snapshot_network, observations,
+                           self._min_agreement, normalizer)
+    return check_action_model(model_bytes, self._snapshot_network,
+                              observations, self._action_spec,
+                              self._max_mean_action_error, normalizer)
+
   def _save(self, result: ExportResult) -> None:
     """Writes the model and, beside it, what an interpreter needs with it."""
     path = os.path.join(self._model_dir, f'policy_{result.precision}')
@@ -300,9 +356,7 @@ class PolicyExporter:
         'precision': result.precision,
         'observation_shift': result.normalizer.shift.tolist(),
         'observation_scale': result.normalizer.scale.tolist(),
-        'agreement': result.check.agreement,
-        'decisive_agreement': result.check.decisive_agreement,
-        'max_q_error': result.check.max_q_error,
-        'mean_q_regret': result.check.mean_q_regret,
-        'output': 'Q-values centred over actions (same argmax as Q)',
+        'check': result.check.figures,
+        'output': ('Q-values centred over actions (same argmax as Q)'
+                   if self._outputs_q_values else 'action'),
     })

@@ -1,4 +1,4 @@
-"""The learner: trains a DqnAgent from replay and publishes its policy.
+"""The learner: trains a DQN or D4PG agent from replay, publishes its policy.
 
 Reads top to bottom as the data flows: replay batches -> train step ->
 (every `export_interval` steps) weights -> exporter thread -> TFLite models
@@ -21,7 +21,6 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
-from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.watchdog import ProgressWatchdog
@@ -95,9 +94,8 @@ def train(root_dir: str,
   """
   tf.random.set_seed(seed)
   env = environments.load_environment()
-  q_network = networks.q_network_for(env)
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
-  agent = agents.create_dqn_agent(env, q_network, train_step)
+  agent, policy_network = agents.create_agent(env, train_step)
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   checkpointer = common.Checkpointer(
@@ -122,24 +120,19 @@ def train(root_dir: str,
     with writer.as_default(step=results[0].version):
       for result in results:
         prefix = f'export/{result.precision}'
-        tf.summary.scalar(f'{prefix}/agreement', result.check.agreement)
-        tf.summary.scalar(f'{prefix}/decisive_agreement',
-                          result.check.decisive_agreement)
-        tf.summary.scalar(f'{prefix}/max_q_error', result.check.max_q_error)
-        tf.summary.scalar(f'{prefix}/mean_q_regret',
-                          result.check.mean_q_regret)
+        for name, value in result.check.figures.items():
+          tf.summary.scalar(f'{prefix}/{name}', value)
         tf.summary.scalar(f'{prefix}/convert_seconds', result.convert_seconds)
         tf.summary.scalar(f'{prefix}/model_bytes', len(result.model_bytes))
-    logging.info('Published version %d: %s', results[0].version, ', '.join(
-        f'{r.precision} agreement {r.check.agreement:.3f} (decisive '
-        f'{r.check.decisive_agreement:.3f}) max|dQ| '
-        f'{r.check.max_q_error:.3f} regret {r.check.mean_q_regret:.4f} '
-        f'({r.convert_seconds:.2f} s)'
-        for r in results))
+    logging.info('Published version %d: %s', results[0].version, '; '.join(
+        f'{r.precision} ' + ' '.join(
+            f'{name} {value:.4f}' for name, value in r.check.figures.items()) +
+        f' ({r.convert_seconds:.2f} s)' for r in results))
 
   export_precisions = ['int8'] + (
       [actor_precision] if actor_precision in ('fp16', 'fp32') else [])
-  exporter = export.PolicyExporter(q_network, export_precisions, publish,
+  exporter = export.PolicyExporter(policy_network, env.action_spec(),
+                                   export_precisions, publish,
                                    os.path.join(root_dir, 'models'))
   calibration = CalibrationPool(capacity=4 * num_calibration_observations,
                                 seed=seed)

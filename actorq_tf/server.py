@@ -20,7 +20,6 @@ from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import metrics
 from actorq_tf import model_channel
-from actorq_tf import networks
 from actorq_tf import replay
 
 REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
@@ -28,16 +27,15 @@ REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
 
 def create_tables(env) -> list:
   """Replay, one newest-model table per TFLite precision, and variables."""
-  q_network = networks.q_network_for(env)
-  agent = agents.create_dqn_agent(env, q_network,
-                                  tf.Variable(0, dtype=tf.int64))
+  agent, policy_network = agents.create_agent(
+      env, tf.Variable(0, dtype=tf.int64))
   tables = [replay.replay_table(agent.collect_data_spec,
                                 agent.train_sequence_length)]
   observation_shape = env.observation_spec().shape
   tables += [model_channel.model_table(p, observation_shape)
              for p in TFLITE_PRECISIONS]
   tables.append(model_channel.variables_table(
-      model_channel.policy_variables(q_network.variables,
+      model_channel.policy_variables(policy_network.variables,
                                      tf.Variable(0, dtype=tf.int64))))
   return tables
 

@@ -1,6 +1,7 @@
-"""A Q-network running in the TFLite interpreter, as the actors use it."""
+"""Policy models running in the TFLite interpreter, as the actors use them,
+and the exploration the actors add in Python."""
 import dataclasses
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -40,12 +41,14 @@ class ObservationNormalizer:
     return (observations - self.shift) / self.scale
 
 
-class TFLiteQNetwork:
-  """Runs a TFLite model observation -> Q-values, batch 1 by default.
+class TFLiteModel:
+  """Runs a TFLite policy model, batch 1 by default.
 
+  The model maps observations to Q-values (discrete actions; the greedy
+  action is their argmax) or to the action itself (continuous actions).
   Full-int8 models take and give int8 tensors: observations are normalized
   and quantized with the input's scale and zero point in one affine step, and
-  Q-values dequantized with the output's, so callers always see float32.
+  outputs dequantized with the output's, so callers always see float32.
   """
 
   def __init__(self, model_bytes: bytes,
@@ -83,7 +86,8 @@ class TFLiteQNetwork:
     return tuple(int(d) for d in self._input['shape'][1:])
 
   @property
-  def num_actions(self) -> int:
+  def output_size(self) -> int:
+    """Q-values (one per action) or action components per observation."""
     return int(self._output['shape'][-1])
 
   @property
@@ -96,14 +100,20 @@ class TFLiteQNetwork:
       return affine.astype(self._input_dtype, copy=False)
     return np.clip(np.rint(affine), -128, 127).astype(np.int8)
 
-  def _dequantize(self, q_values: np.ndarray) -> np.ndarray:
+  def _dequantize(self, outputs: np.ndarray) -> np.ndarray:
     if self._output['dtype'] != np.int8:
-      return q_values
-    return ((q_values.astype(np.float32) - self._output_zero_point) *
+      return outputs
+    return ((outputs.astype(np.float32) - self._output_zero_point) *
             self._output_scale)
 
-  def q_values(self, observations: np.ndarray) -> np.ndarray:
-    """Q-values for a batch of observations, shape [batch, num_actions]."""
+  def _invoke_single(self, observation: np.ndarray) -> np.ndarray:
+    self._interpreter.set_tensor(self._input_index,
+                                 self._quantize(observation[None]))
+    self._interpreter.invoke()
+    return self._interpreter.get_tensor(self._output_index)[0]
+
+  def outputs(self, observations: np.ndarray) -> np.ndarray:
+    """Outputs for a batch of observations, shape [batch, output_size]."""
     batch = observations.shape[0]
     if batch != self._batch_size:
       self._interpreter.resize_tensor_input(
@@ -118,13 +128,16 @@ class TFLiteQNetwork:
   def greedy_action(self, observation: np.ndarray) -> int:
     """argmax_a Q(observation, a) for one unbatched observation."""
     if self._batch_size != 1:
-      return int(np.argmax(self.q_values(observation[None])[0]))
-    self._interpreter.set_tensor(self._input_index,
-                                 self._quantize(observation[None]))
-    self._interpreter.invoke()
+      return int(np.argmax(self.outputs(observation[None])[0]))
     # argmax of int8 outputs equals argmax of their dequantized values
     # (the scale is positive), so the hot path skips dequantization.
-    return int(np.argmax(self._interpreter.get_tensor(self._output_index)[0]))
+    return int(np.argmax(self._invoke_single(observation)))
+
+  def action(self, observation: np.ndarray) -> np.ndarray:
+    """The continuous action for one unbatched observation."""
+    if self._batch_size != 1:
+      return self.outputs(observation[None])[0]
+    return self._dequantize(self._invoke_single(observation))
 
   def op_names(self):
     """Names of the builtin ops in the model, for checks and tests."""
@@ -154,28 +167,63 @@ class EpsilonGreedy:
     fraction = step / self._decay_steps
     return self._initial + fraction * (self._final - self._initial)
 
-  def explore(self, step: int) -> bool:
-    return self._rng.random() < self.epsilon(step)
+  def act(self, greedy_action: Optional[int], step: int) -> int:
+    """The greedy action, or with probability epsilon (always before the
+    first model) a uniformly random one."""
+    if greedy_action is None or self._rng.random() < self.epsilon(step):
+      return int(self._rng.integers(self._num_actions))
+    return greedy_action
 
-  def random_action(self) -> int:
-    return int(self._rng.integers(self._num_actions))
+  def summary(self, step: int) -> Dict[str, float]:
+    return {'epsilon': self.epsilon(step)}
+
+
+class GaussianNoise:
+  """Gaussian exploration for continuous actions, per-actor generator.
+
+  `sigma` is in units of half the action range, so one value suits any
+  bounds; noisy actions are clipped to the bounds. Before the first model
+  arrives actions are uniform within the bounds.
+  """
+
+  def __init__(self, action_spec, sigma: float, seed: int = 0):
+    self._minimum = np.broadcast_to(action_spec.minimum, action_spec.shape
+                                   ).astype(action_spec.dtype)
+    self._maximum = np.broadcast_to(action_spec.maximum, action_spec.shape
+                                   ).astype(action_spec.dtype)
+    self._stddev = sigma * (self._maximum - self._minimum) / 2
+    self.sigma = sigma
+    self._rng = np.random.default_rng(seed)
+
+  def act(self, action: Optional[np.ndarray], step: int) -> np.ndarray:
+    del step  # The noise does not decay.
+    if action is None:
+      return self._rng.uniform(self._minimum, self._maximum).astype(
+          self._minimum.dtype)
+    noisy = action + self._stddev * self._rng.standard_normal(
+        self._stddev.shape)
+    return np.clip(noisy, self._minimum, self._maximum).astype(
+        self._minimum.dtype)
+
+  def summary(self, step: int) -> Dict[str, float]:
+    del step
+    return {'sigma': self.sigma}
 
 
 def load_untrusted_model(model_bytes: bytes, normalizer: ObservationNormalizer,
-                         observation_shape, num_actions: int
-                        ) -> TFLiteQNetwork:
-  """A network from bytes that came over the network, or ActorQError.
+                         observation_shape, output_size: int) -> TFLiteModel:
+  """A model from bytes that came over the network, or ActorQError.
 
   The bytes are first trial-run in a child process (a damaged model can
   crash the interpreter), then must map this environment's observations to
-  its number of actions.
+  `output_size` values (its number of actions, or its action size).
   """
   model_trial.trial_load(model_bytes)
-  network = TFLiteQNetwork(model_bytes, normalizer)
-  if (network.observation_shape != tuple(observation_shape) or
-      network.num_actions != num_actions):
+  model = TFLiteModel(model_bytes, normalizer)
+  if (model.observation_shape != tuple(observation_shape) or
+      model.output_size != output_size):
     raise ActorQError(
-        f'it maps {network.observation_shape} to {network.num_actions} '
-        f'actions, the environment needs {tuple(observation_shape)} to '
-        f'{num_actions}')
-  return network
+        f'it maps {model.observation_shape} to {model.output_size} '
+        f'outputs, the environment needs {tuple(observation_shape)} to '
+        f'{output_size}')
+  return model

@@ -46,7 +46,7 @@ def _unthrottled_tables(env):
 def _publish_all_precisions(address, env):
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
-  q_network = networks.q_network_for(env)
+  q_network = networks.policy_network_for(env)
   rng = np.random.default_rng(0)
   observations = []
   time_step = env.reset()
@@ -54,7 +54,8 @@ def _publish_all_precisions(address, env):
     observations.append(time_step.observation)
     time_step = env.step(np.asarray(rng.integers(2), env.action_spec().dtype))
 
-  exporter = export.PolicyExporter(q_network, ['int8', 'fp16', 'fp32'],
+  exporter = export.PolicyExporter(q_network, env.action_spec(),
+                                   ['int8', 'fp16', 'fp32'],
                                    publisher.publish_exports,
                                    tempfile.mkdtemp())
   return {r.precision: len(r.model_bytes)

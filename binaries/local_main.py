@@ -2,6 +2,7 @@
 
   python -m binaries.local_main                      # int8 DQN on CartPole-v1
   python -m binaries.local_main --gin_file dqn_acrobot.gin --num_actors 2
+  python -m binaries.local_main --gin_file d4pg_pendulum.gin
 
 Running the same command with the same --root_dir resumes an unfinished run.
 """
@@ -13,6 +14,7 @@ from absl import flags
 
 from binaries import common
 from actorq_tf import PRECISIONS
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import launcher
 from actorq_tf.errors import ActorQError
@@ -41,7 +43,7 @@ def main(_):
     raise ActorQError(f'--num_actors must be at least 1, not '
                       f'{FLAGS.num_actors}')
   common.parse_gin()
-  environments.check_discrete_actions(environments.load_environment())
+  agents.check_environment(environments.load_environment())
   root_dir = FLAGS.root_dir or os.path.join(
       'runs', '{}_{}_seed{}_{}'.format(
           os.path.splitext(os.path.basename(FLAGS.gin_file[-1]))[0],
