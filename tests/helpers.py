@@ -31,8 +31,8 @@ def cartpole_observations(count=256, seed=0):
 def publish_policy(server_address, version, precisions=('int8',),
                    q_network=None, publish_variables=True):
   """Exports the configured Q-network and publishes models and variables."""
-  q_network = q_network or networks.q_network_for(
-      environments.load_environment())
+  env = environments.load_environment()
+  q_network = q_network or networks.policy_network_for(env)
   client = model_channel.wait_for_server(server_address, 10)
   publisher = model_channel.ModelPublisher(client)
 
@@ -43,7 +43,7 @@ def publish_policy(server_address, version, precisions=('int8',),
           result.normalizer))
 
   exporter = export.PolicyExporter(
-      q_network, precisions,
+      q_network, env.action_spec(), precisions,
       publisher.publish_exports if publish_variables else publish_models_only,
       model_dir=tempfile.mkdtemp())
   exporter.export(version, cartpole_observations())
@@ -60,11 +60,25 @@ SMALL_RUN = [
 ]
 
 
-def start_launcher(root_dir, *args):
-  """The local launcher on a small CartPole run, as a user starts it."""
+# A Control Suite task with D4PG: small nets, short evaluations.
+SMALL_CONTROL_SUITE_RUN = [
+    '--gin_file', 'd4pg_cartpole_balance.gin',
+    '--gin_bindings', 'replay_table.min_size_to_sample = 200',
+    '--gin_bindings', 'create_actor_network.fc_layer_params = (64, 64)',
+    '--gin_bindings', 'DistributionalCriticNetwork.fc_layer_params = (64, 64)',
+    '--gin_bindings', 'train.export_interval = 100',
+    '--gin_bindings', 'run_evaluator.num_episodes = 2',
+    '--gin_bindings', 'load_environment.max_episode_steps = 250',
+    '--target_return', '1000',  # more than 250 steps can score
+]
+
+
+def start_launcher(root_dir, *args, small_run=tuple(SMALL_RUN)):
+  """The local launcher on a small run (CartPole unless `small_run` says
+  otherwise), as a user starts it."""
   return subprocess.Popen(
       [sys.executable, '-m', 'binaries.local_main', '--root_dir', root_dir,
-       *SMALL_RUN, *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+       *small_run, *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True,
       env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
 

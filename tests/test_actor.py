@@ -53,7 +53,7 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=200)
   env = environments.load_environment()
-  agent = agents.create_dqn_agent(env, networks.q_network_for(env),
+  agent = agents.create_dqn_agent(env, networks.policy_network_for(env),
                                   tf.Variable(0, dtype=tf.int64))
   dataset = replay.replay_dataset(agent.collect_data_spec, 2, reverb_server,
                                   batch_size=16, rate_limiter_timeout_ms=5000)

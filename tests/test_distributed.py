@@ -5,6 +5,7 @@ import signal
 
 from actorq_tf import evaluation
 from actorq_tf import metrics
+from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
 from helpers import start_launcher
 from helpers import wait_for
@@ -53,6 +54,33 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
     assert os.path.exists(os.path.join(root_dir, path)), path
   for pid in _role_pids(root_dir):
     assert not _alive(pid)
+
+
+def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
+  root_dir = str(tmp_path / 'run')
+  launcher = start_launcher(root_dir, '--max_env_steps', '2000',
+                            small_run=SMALL_CONTROL_SUITE_RUN)
+  out, err = launcher.communicate(timeout=400)
+  assert launcher.returncode == 0, err[-3000:]
+
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['status'] == 'max_env_steps'
+  assert summary['env_steps'] >= 2000
+  assert summary['train_steps'] >= 200
+  assert set(summary['exit_codes'].values()) == {0}
+  actor_status = metrics.read_status(root_dir, 'actor_0')
+  assert actor_status['model_version'] >= 100
+  learner_status = metrics.read_status(root_dir, 'learner')
+  assert learner_status['train_step'] >= 200
+  results = evaluation.read_results(root_dir)
+  assert results, out[-2000:]
+  # Control Suite rewards lie in [0, 1]: 250 steps score at most 250.
+  assert all(0.0 <= r['return_int8'] <= 250.0 for r in results)
+  with open(os.path.join(root_dir, 'models', 'policy_int8.json')) as f:
+    model_info = json.load(f)
+  assert model_info['output'] == 'action'
+  assert model_info['check']['mean_action_error'] < 0.05
 
 
 def test_a_dying_role_stops_the_run_when_restarts_are_off(tmp_path):

@@ -2,15 +2,18 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import export
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import TFLiteModel
 
 OBSERVATION_SPEC = tensor_spec.TensorSpec([4], tf.float32)
+CARTPOLE_ACTIONS = array_spec.BoundedArraySpec((), np.int64, 0, 1)
+PENDULUM_ACTIONS = array_spec.BoundedArraySpec((1,), np.float32, -2.0, 2.0)
 
 
 def _network(seed=0, layers=(64, 64)):
@@ -32,7 +35,7 @@ def _tensor_types(model_bytes):
 
 def test_int8_model_runs_every_fully_connected_in_int8():
   model = export.convert(_network(), 'int8', _observations())
-  network = TFLiteQNetwork(model)
+  network = TFLiteModel(model)
   ops = network.op_names()
   assert ops.count('FULLY_CONNECTED') == 3
   assert 'DEQUANTIZE' not in ops and 'QUANTIZE' not in ops
@@ -47,7 +50,7 @@ def test_fp16_and_fp32_models_keep_float_activations():
   fp32 = export.convert(_network(), 'fp32')
   assert np.float16 in set(_tensor_types(fp16).values())
   assert np.float16 not in set(_tensor_types(fp32).values())
-  assert not TFLiteQNetwork(fp32).is_quantized
+  assert not TFLiteModel(fp32).is_quantized
   # float16 weights take about half the bytes.
   assert len(fp16) < 0.6 * len(fp32)
 
@@ -63,19 +66,20 @@ def test_check_reports_agreement_and_errors_against_fp32():
   network = _network()
   observations = _observations()
   model = export.convert(network, 'int8', observations)
-  check = export.check_model(model, network, observations, min_agreement=0.5)
+  check = export.check_q_model(model, network, observations, min_agreement=0.5)
   assert check.passed, check.reason
-  assert 0.5 <= check.agreement <= 1.0
-  assert 0.0 < check.max_q_error < 0.5
-  assert 0.0 <= check.mean_q_error <= check.max_q_error
-  assert check.mean_q_regret >= 0.0
+  figures = check.figures
+  assert 0.5 <= figures['agreement'] <= 1.0
+  assert 0.0 < figures['max_q_error'] < 0.5
+  assert 0.0 <= figures['mean_q_error'] <= figures['max_q_error']
+  assert figures['mean_q_regret'] >= 0.0
 
 
 def test_check_refuses_agreement_under_the_floor():
   network = _network()
   observations = _observations()
   model = export.convert(network, 'int8', observations)
-  check = export.check_model(model, network, observations, min_agreement=1.01)
+  check = export.check_q_model(model, network, observations, min_agreement=1.01)
   assert not check.passed
   assert 'under the floor' in check.reason
 
@@ -86,7 +90,7 @@ def test_check_refuses_non_finite_networks():
   weights[0][0, 0] = np.nan
   network.set_weights(weights)
   model = export.convert(network, 'fp32')
-  check = export.check_model(model, network, _observations(), 0.0)
+  check = export.check_q_model(model, network, _observations(), 0.0)
   assert not check.passed
   assert 'non-finite' in check.reason
 
@@ -116,17 +120,18 @@ def test_normalization_makes_int8_closer_to_fp32():
   network.set_weights(weights)
   observations = _observations(512)
   observations[:, 2] *= 0.2
-  plain = export.check_model(
+  plain = export.check_q_model(
       export.convert(network, 'int8', observations), network, observations, 0)
   normalizer = ObservationNormalizer.from_observations(observations)
   folded = network.copy()
   folded.create_variables(OBSERVATION_SPEC)
   folded.set_weights(network.get_weights())
   export.fold_normalization(folded, normalizer)
-  normalized = export.check_model(
+  normalized = export.check_q_model(
       export.convert(folded, 'int8', normalizer(observations)), folded,
       observations, 0, normalizer)
-  assert normalized.mean_q_error < 0.5 * plain.mean_q_error, (normalized, plain)
+  assert (normalized.figures['mean_q_error'] <
+          0.5 * plain.figures['mean_q_error']), (normalized, plain)
 
 
 def test_conversion_failures_are_clear_errors():
@@ -140,7 +145,7 @@ def test_exporter_publishes_checked_models_and_saves_them(tmp_path):
   published = []
   network = _network()
   exporter = export.PolicyExporter(
-      network, ['int8', 'fp32'], lambda results, weights: published.append(
+      network, CARTPOLE_ACTIONS, ['int8', 'fp32'], lambda results, weights: published.append(
           (results, weights)), str(tmp_path))
   results = exporter.export(7, _observations())
   assert [r.precision for r in results] == ['int8', 'fp32']
@@ -160,7 +165,7 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
   weights[2][:] = np.nan
   network.set_weights(weights)
   exporter = export.PolicyExporter(
-      network, ['int8'], lambda *args: published.append(args), str(tmp_path))
+      network, CARTPOLE_ACTIONS, ['int8'], lambda *args: published.append(args), str(tmp_path))
   exporter.export(3, _observations())
   assert not published
   assert not exporter.results  # Not even converted.
@@ -171,9 +176,46 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
 def test_async_export_runs_off_the_caller_and_skips_when_busy(tmp_path):
   published = []
   exporter = export.PolicyExporter(
-      _network(), ['int8'], lambda results, _: published.append(results[0]),
+      _network(), CARTPOLE_ACTIONS, ['int8'], lambda results, _: published.append(results[0]),
       str(tmp_path))
   assert exporter.export_async(1, _observations())
   assert not exporter.export_async(2, _observations())  # still converting
   exporter.wait()
   assert [r.version for r in published] == [1]
+
+
+def _actor_network(seed=0, layers=(64, 64)):
+  tf.random.set_seed(seed)
+  return networks.create_actor_network(
+      OBSERVATION_SPEC, tensor_spec.from_spec(PENDULUM_ACTIONS), layers)
+
+
+def test_int8_action_model_stays_close_to_fp32_actions(tmp_path):
+  published = []
+  network = _actor_network()
+  exporter = export.PolicyExporter(
+      network, PENDULUM_ACTIONS, ['int8'],
+      lambda results, _: published.extend(results), str(tmp_path))
+  observations = _observations()
+  (result,) = exporter.export(4, observations)
+  assert result.check.passed, result.check.reason
+  assert 0.0 < result.check.figures['mean_action_error'] < 0.05
+  assert published == [result]
+  model = TFLiteModel(result.model_bytes, result.normalizer)
+  assert model.is_quantized and model.output_size == 1
+  actions = model.outputs(observations)
+  assert np.all(np.abs(actions) <= 2.0)
+  expected = network(observations)[0].numpy()
+  np.testing.assert_allclose(actions, expected, atol=0.1)
+  # The Q-value transforms are not applied: the output is the action.
+  assert model.action(observations[0]) == pytest.approx(expected[0], abs=0.1)
+
+
+def test_action_check_refuses_errors_over_the_ceiling():
+  network = _actor_network()
+  observations = _observations()
+  model = export.convert(network, 'int8', observations)
+  check = export.check_action_model(model, network, observations,
+                                    PENDULUM_ACTIONS, 1e-6)
+  assert not check.passed
+  assert 'over the ceiling' in check.reason

@@ -14,7 +14,7 @@ from helpers import publish_policy
 
 def _dataset(address, batch_size):
   env = environments.load_environment()
-  agent = agents.create_dqn_agent(env, networks.q_network_for(env),
+  agent = agents.create_dqn_agent(env, networks.policy_network_for(env),
                                   tf.Variable(0, dtype=tf.int64))
   return replay.replay_dataset(agent.collect_data_spec,
                                agent.train_sequence_length, address,

@@ -2,14 +2,17 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import export
 from actorq_tf import networks
+from actorq_tf.actor import actor_sigma
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
+from actorq_tf.tflite_policy import GaussianNoise
 from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteQNetwork
+from actorq_tf.tflite_policy import TFLiteModel
 
 
 @pytest.fixture(scope='module')
@@ -30,7 +33,7 @@ def int8_model():
 
 def test_int8_q_values_track_fp32_on_raw_observations(int8_model):
   network, observations, normalizer, model = int8_model
-  q_values = TFLiteQNetwork(model, normalizer).q_values(observations)
+  q_values = TFLiteModel(model, normalizer).outputs(observations)
   reference = network(observations)[0].numpy()
   assert q_values.shape == (256, 3)
   assert q_values.dtype == np.float32
@@ -40,26 +43,26 @@ def test_int8_q_values_track_fp32_on_raw_observations(int8_model):
 
 def test_greedy_action_is_argmax_of_q_values(int8_model):
   _, observations, normalizer, model = int8_model
-  batch_network = TFLiteQNetwork(model, normalizer)
-  single_network = TFLiteQNetwork(model, normalizer)
-  expected = np.argmax(batch_network.q_values(observations[:50]), axis=1)
+  batch_network = TFLiteModel(model, normalizer)
+  single_network = TFLiteModel(model, normalizer)
+  expected = np.argmax(batch_network.outputs(observations[:50]), axis=1)
   actions = [single_network.greedy_action(o) for o in observations[:50]]
   np.testing.assert_array_equal(actions, expected)
   assert single_network.observation_shape == (4,)
-  assert single_network.num_actions == 3
+  assert single_network.output_size == 3
 
 
 def test_observations_outside_calibration_saturate_instead_of_wrapping(
     int8_model):
   _, observations, normalizer, model = int8_model
-  network = TFLiteQNetwork(model, normalizer)
+  network = TFLiteModel(model, normalizer)
   far = observations[:1] * 1000
-  assert np.all(np.isfinite(network.q_values(far)))
+  assert np.all(np.isfinite(network.outputs(far)))
 
 
 def test_bytes_that_are_not_a_model_are_refused():
   with pytest.raises(ActorQError, match='do not load'):
-    TFLiteQNetwork(b'not a flatbuffer at all')
+    TFLiteModel(b'not a flatbuffer at all')
 
 
 def test_epsilon_decays_linearly_to_its_final_value():
@@ -74,9 +77,39 @@ def test_exploration_follows_the_actor_seed():
   first = EpsilonGreedy(4, 0.5, seed=3)
   second = EpsilonGreedy(4, 0.5, seed=3)
   other = EpsilonGreedy(4, 0.5, seed=4)
-  draws = lambda e: [(e.explore(10), e.random_action()) for _ in range(50)]
+  draws = lambda e: [e.act(-1, 10) for _ in range(100)]
   first_draws = draws(first)
   assert first_draws == draws(second)
   assert first_draws != draws(other)
-  explored = np.mean([explore for explore, _ in first_draws])
+  explored = np.mean([action != -1 for action in first_draws])
   assert 0.2 < explored < 0.8
+  assert set(first_draws) - {-1} <= {0, 1, 2, 3}
+  assert 0 <= first.act(None, 10_000) < 4  # random before any model
+
+
+def test_gaussian_noise_is_scaled_to_the_bounds_and_clipped():
+  spec = array_spec.BoundedArraySpec((2,), np.float32, [-2.0, 0.0],
+                                     [2.0, 1.0])
+  noise = GaussianNoise(spec, sigma=0.1, seed=0)
+  noisy = np.array([noise.act(np.array([0.0, 0.5], np.float32), 0)
+                    for _ in range(2000)])
+  assert noisy.dtype == np.float32
+  # sigma is in units of half the range: 0.2 and 0.05 here.
+  np.testing.assert_allclose(noisy.std(axis=0), [0.2, 0.05], rtol=0.1)
+  at_bound = np.array([noise.act(np.array([2.0, 1.0], np.float32), 0)
+                       for _ in range(200)])
+  assert np.all(at_bound <= [2.0, 1.0])
+  assert np.any(at_bound < [2.0, 1.0])
+  before_model = np.array([noise.act(None, 0) for _ in range(2000)])
+  assert np.all(before_model >= [-2.0, 0.0])
+  assert np.all(before_model <= [2.0, 1.0])
+  assert before_model[:, 0].std() > 1.0  # uniform over [-2, 2]: 1.15
+
+
+def test_exploration_sigmas_spread_across_actors():
+  assert actor_sigma(0, 1, sigma=0.3) == 0.3
+  sigmas = [actor_sigma(i, 5, sigma=0.3, spread=2.0) for i in range(5)]
+  assert sigmas[0] == pytest.approx(0.6)
+  assert sigmas[2] == pytest.approx(0.3)
+  assert sigmas[4] == pytest.approx(0.15)
+  assert sigmas == sorted(sigmas, reverse=True)
