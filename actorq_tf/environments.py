@@ -16,21 +16,26 @@ from tf_agents.environments import wrappers
 
 from actorq_tf.errors import ActorQError
 
+# Nothing renders; without this dm_control looks for an OpenGL backend.
+os.environ.setdefault('MUJOCO_GL', 'disable')
+# pylint: disable=g-import-not-at-top,g-bad-import-order
+# Imported before any gin config is parsed: it registers a configurable.
+from dm_control import suite as control_suite
+from tf_agents.environments import suite_dm_control
+# pylint: enable=g-import-not-at-top,g-bad-import-order
+
 # gym 0.23 warns on every seed() call that TF-Agents' wrapper makes.
 warnings.filterwarnings('ignore', category=DeprecationWarning, module='gym')
 warnings.filterwarnings('ignore', message='.*seed.*', module='gym')
-# Nothing renders; without this dm_control looks for an OpenGL backend.
-os.environ.setdefault('MUJOCO_GL', 'disable')
 
 
 def _control_suite_task(env_name: str):
   """(domain, task) if `env_name` names a Control Suite task, else None."""
   if '-' not in env_name or '-v' in env_name:
     return None
-  from dm_control import suite  # pylint: disable=g-import-not-at-top
   domain, task = env_name.split('-', 1)
   task = task.replace('-', '_')
-  return (domain, task) if (domain, task) in suite.ALL_TASKS else None
+  return (domain, task) if (domain, task) in control_suite.ALL_TASKS else None
 
 
 class _SeedableControlSuiteTask(wrappers.PyEnvironmentBaseWrapper):
@@ -64,8 +69,6 @@ def load_environment(env_name: str = gin.REQUIRED,
   """
   control_suite_task = _control_suite_task(env_name)
   if control_suite_task is not None:
-    # pylint: disable-next=g-import-not-at-top
-    from tf_agents.environments import suite_dm_control
     env = suite_dm_control.load(*control_suite_task)
     task = env.task
     if max_episode_steps:
