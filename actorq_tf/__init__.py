@@ -1,5 +1,6 @@
 """ActorQ-TF: distributed TF-Agents RL whose actors run int8 TFLite policies."""
 import os
+import warnings
 
 # TensorFlow prints pages of C++ start-up logs per process; keep warnings and
 # errors, drop the info lines. A user's own setting wins.
@@ -13,5 +14,15 @@ try:
 except ImportError:
   pass
 
+# Autograph compiles TF-Agents' `state is not ()` into a temporary file and
+# Python warns about it in every learner and evaluator log.
+warnings.filterwarnings('ignore', message='"is not" with a literal',
+                        category=SyntaxWarning)
+
 PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
-TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')
+TFLITE_# Autograph compiles TF-Agents' `state is not ()` into a temporary file and
+# Python warns about it in every learner and evaluator log.
+warnings.filterwarnings('ignore', message='"is not" with a literal',
+                        category=SyntaxWarning)
+
+PRECISIONS = ('int8', 'fp16', 'fp32')

@@ -119,6 +119,25 @@ class TFLiteActorPolicy:
     return self._model.action(time_step.observation)
 
 
+def stock_greedy_policy(env, policy_network
+                       ) -> py_tf_eager_policy.PyTFEagerPolicy:
+  """TF-Agents' own greedy policy over `policy_network`, as its examples run
+  it: a QPolicy (discrete actions) or ActorPolicy in a PyTFEagerPolicy.
+
+  Greedy: exploration is the same Python code for every precision, so the
+  precisions differ only in how the policy runs.
+  """
+  time_step_spec = tensor_spec.from_spec(env.time_step_spec())
+  action_spec = tensor_spec.from_spec(env.action_spec())
+  if environments.is_discrete(env):
+    policy = q_policy.QPolicy(time_step_spec, action_spec,
+                              q_network=policy_network)
+  else:
+    policy = actor_policy.ActorPolicy(time_step_spec, action_spec,
+                                      actor_network=policy_network, clip=True)
+  return py_tf_eager_policy.PyTFEagerPolicy(policy, use_tf_function=True)
+
+
 class TFActorPolicy:
   """The stock baseline: TF-Agents' fp32 QPolicy or ActorPolicy run by
   PyTFEagerPolicy, its variables pulled from the learner through
@@ -133,19 +152,7 @@ class TFActorPolicy:
     self._client = model_channel.wait_for_server(server_address, 10)
     self._container = reverb_variable_container.ReverbVariableContainer(
         server_address, table_names=[model_channel.VARIABLES_TABLE])
-    time_step_spec = tensor_spec.from_spec(env.time_step_spec())
-    action_spec = tensor_spec.from_spec(env.action_spec())
-    if environments.is_discrete(env):
-      policy = q_policy.QPolicy(time_step_spec, action_spec,
-                                q_network=policy_network)
-    else:
-      policy = actor_policy.ActorPolicy(time_step_spec, action_spec,
-                                        actor_network=policy_network,
-                                        clip=True)
-    # Greedy here: exploration is the same Python code for every precision,
-    # so the precisions differ only in how the policy runs.
-    self._policy = py_tf_eager_policy.PyTFEagerPolicy(policy,
-                                                      use_tf_function=True)
+    self._policy = stock_greedy_policy(env, policy_network)
     self._has_variables = False
 
   @property
