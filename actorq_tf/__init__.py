@@ -20,9 +20,4 @@ warnings.filterwarnings('ignore', message='"is not" with a literal',
                         category=SyntaxWarning)
 
 PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
-TFLITE_# Autograph compiles TF-Agents' `state is not ()` into a temporary file and
-# Python warns about it in every learner and evaluator log.
-warnings.filterwarnings('ignore', message='"is not" with a literal',
-                        category=SyntaxWarning)
-
-PRECISIONS = ('int8', 'fp16', 'fp32')
+TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')

@@ -1,4 +1,6 @@
 """gin parsing with errors a user can act on."""
+import contextlib
+import logging
 import os
 import tokenize
 from typing import Sequence
@@ -25,6 +27,24 @@ def resolve_gin_file(path: str) -> str:
                     f'{GIN_CONFIG_DIR})')
 
 
+class _GinIncludeProbeFilter(logging.Filter):
+  """Drops the error gin logs while it looks for an `include`d file in each
+  search path in turn; a file found nowhere still fails the parse."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith('Path not found: ')
+
+
+@contextlib.contextmanager
+def _quiet_include_probes():
+  probe_filter = _GinIncludeProbeFilter()
+  logging.getLogger().addFilter(probe_filter)
+  try:
+    yield
+  finally:
+    logging.getLogger().removeFilter(probe_filter)
+
+
 def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   """Parses gin files and bindings; every failure becomes an ActorQError."""
   # Every configurable module is imported first, so that an unknown name in
@@ -43,8 +63,9 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   # pylint: enable=g-import-not-at-top,unused-import
   files = [resolve_gin_file(f) for f in gin_files]
   try:
-    gin.parse_config_files_and_bindings(files, gin_bindings)
-  except (ValueError, KeyError, SyntaxError, TypeError, ImportError,
+    with _quiet_include_probes():
+      gin.parse_config_files_and_bindings(files, gin_bindings)
+  except (ValueError, KeyError, SyntaxError, TypeError, ImportError, OSError,
           tokenize.TokenError) as e:
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     raise ActorQError(f'bad gin config {files + list(gin_bindings)}: '

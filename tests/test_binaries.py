@@ -29,6 +29,27 @@ def test_dqn_on_a_continuous_environment(tmp_path):
   assert 'DQN needs one discrete action' in _error_line(result)
 
 
+def test_d4pg_on_a_discrete_environment(tmp_path):
+  root_dir = tmp_path / 'run'
+  result = run_binary('binaries.local_main', '--root_dir', str(root_dir),
+                      '--gin_file', 'd4pg_pendulum.gin', '--gin_bindings',
+                      "load_environment.env_name = 'CartPole-v1'")
+  assert result.returncode == 1
+  assert 'D4PG needs a bounded vector of continuous actions' in _error_line(
+      result)
+  assert not root_dir.exists()
+
+
+def test_unknown_control_suite_task(tmp_path):
+  result = run_binary('binaries.learner_main', '--root_dir', str(tmp_path),
+                      '--gin_file', 'd4pg_cartpole_balance.gin',
+                      '--gin_bindings',
+                      "load_environment.env_name = 'cartpole-juggle'")
+  assert result.returncode == 1
+  assert "unknown environment 'cartpole-juggle'" in _error_line(result)
+  assert 'Traceback' not in result.stderr
+
+
 def test_malformed_gin_file(tmp_path):
   gin_file = tmp_path / 'broken.gin'
   gin_file.write_text('create_q_network.fc_layer_params = (64,\n')
