@@ -70,11 +70,15 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
   loss_fn = (common.element_wise_huber_loss if huber_loss
              else common.element_wise_squared_loss)
   agent_class = dqn_agent.DdqnAgent if double_dqn else dqn_agent.DqnAgent
+  optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
+  # Slots exist before a checkpoint is restored, or Adam's moments would be
+  # created afresh at the first step after a resume.
+  optimizer.build(q_network.trainable_variables)
   agent = agent_class(
       time_step_spec,
       action_spec,
       q_network=q_network,
-      optimizer=tf.keras.optimizers.Adam(learning_rate=learning_rate),
+      optimizer=optimizer,
       td_errors_loss_fn=loss_fn,
       gamma=gamma,
       n_step_update=n_step_update,

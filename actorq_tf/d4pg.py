@@ -124,6 +124,10 @@ class D4pgAgent(tf_agent.TFAgent):
     self._target_critic_network = common.maybe_copy_target_network_with_checks(
         critic_network, None, input_spec=critic_input_spec,
         name='TargetCriticNetwork')
+    # Slots exist before a checkpoint is restored, or Adam's moments would
+    # be created afresh at the first step after a resume.
+    actor_optimizer.build(actor_network.trainable_variables)
+    critic_optimizer.build(critic_network.trainable_variables)
     self._actor_optimizer = actor_optimizer
     self._critic_optimizer = critic_optimizer
     self._atoms = tf.linspace(float(v_min), float(v_max), num_atoms)

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
+from tf_agents.utils import common
 
 from actorq_tf import agents
 from actorq_tf import config
@@ -147,3 +148,49 @@ def test_control_suite_tasks_load_flat_and_seeded():
   assert np.any(env.reset().observation != first)
   with pytest.raises(ActorQError, match='Control Suite task'):
     environments.load_environment('cartpole-wobble')
+
+
+def test_a_checkpoint_restores_networks_targets_and_optimizers(
+    pendulum_config, tmp_path):
+  del pendulum_config
+  env = environments.load_environment()
+  rng = np.random.default_rng(0)
+
+  def trained_agent(train_steps):
+    train_step = tf.Variable(0, dtype=tf.int64)
+    agent, _ = agents.create_agent(env, train_step)
+    length = agent.train_sequence_length
+    experience = _trajectories(
+        step_types=np.full((8, length), MID),
+        rewards=-rng.uniform(0, 16, (8, length)),
+        discounts=np.ones((8, length)), observations=np.zeros((8, length)))
+    experience = experience._replace(observation=tf.constant(
+        rng.uniform(-1, 1, (8, length, 3)), tf.float32))
+    for _ in range(train_steps):
+      agent.train(experience)
+    return agent, train_step
+
+  agent, train_step = trained_agent(5)
+  checkpointer = common.Checkpointer(str(tmp_path), agent=agent,
+                                     train_step=train_step)
+  checkpointer.save(train_step)
+
+  restored, restored_step = trained_agent(0)
+  common.Checkpointer(str(tmp_path), agent=restored,
+                      train_step=restored_step).initialize_or_restore()
+  assert int(restored_step) == 5
+  # pylint: disable=protected-access
+  for original, copy in [
+      (agent.actor_network, restored.actor_network),
+      (agent.critic_network, restored.critic_network),
+      (agent._target_actor_network, restored._target_actor_network),
+      (agent._target_critic_network, restored._target_critic_network)]:
+    for a, b in zip(original.get_weights(), copy.get_weights()):
+      np.testing.assert_array_equal(a, b)
+  for original, copy in [
+      (agent._critic_optimizer, restored._critic_optimizer),
+      (agent._actor_optimizer, restored._actor_optimizer)]:
+    assert int(copy.iterations) == 5
+    assert len(copy.variables) == len(original.variables) > 1
+    for a, b in zip(original.variables, copy.variables):
+      np.testing.assert_array_equal(a.numpy(), b.numpy())

@@ -4,8 +4,11 @@ import subprocess
 import sys
 
 import reverb
+import tensorflow as tf
 
 from actorq_tf import actor
+from actorq_tf import agents
+from actorq_tf import environments
 from actorq_tf import learner
 from actorq_tf import metrics
 from actorq_tf import model_channel
@@ -70,3 +73,15 @@ raise SystemExit(3)
   assert result.returncode == 0, result.stderr[-2000:]
   assert marker.read_text() == 'checkpointed'
   assert 'finishing from the watchdog' in result.stderr
+
+
+def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):
+  # A checkpoint restores Adam's moments only into slots that exist; slots
+  # made at the first train step after a resume would start from zero.
+  del cartpole_gin
+  env = environments.load_environment()
+  agent, q_network = agents.create_agent(env, tf.Variable(0, dtype=tf.int64))
+  # pylint: disable-next=protected-access
+  slots = agent._optimizer.variables
+  # iterations, then two moments per trainable variable.
+  assert len(slots) == 1 + 2 * len(q_network.trainable_variables)
