@@ -76,12 +76,20 @@ def load_environment(env_name: str = gin.REQUIRED,
     return _SeedableControlSuiteTask(
         wrappers.FlattenObservationsWrapper(env), task)
   try:
-    gym.spec(env_name)
+    gym_spec = gym.spec(env_name)
   except gym.error.Error as e:
     raise ActorQError(
         f'unknown environment {env_name!r}: not a Gym id ({e}) nor a '
         f'DeepMind Control Suite task such as cartpole-balance') from e
-  return suite_gym.load(env_name, max_episode_steps=max_episode_steps or None)
+  gym_env = gym_spec.make()
+  # Gym's own time limit ends episodes as if the state were terminal
+  # (discount 0), so targets would not bootstrap past it; TF-Agents' limit
+  # ends them with discount 1, as a time limit should.
+  if isinstance(gym_env, gym.wrappers.TimeLimit):
+    gym_env = gym_env.env
+  return suite_gym.wrap_env(
+      gym_env,
+      max_episode_steps=max_episode_steps or gym_spec.max_episode_steps or 0)
 
 
 def is_discrete(env: py_environment.PyEnvironment) -> bool:

@@ -135,21 +135,6 @@ def test_algorithm_and_action_kind_must_match():
     gin.clear_config()
 
 
-def test_control_suite_tasks_load_flat_and_seeded():
-  env = environments.load_environment('cartpole-balance')
-  assert env.observation_spec().shape == (5,)
-  assert env.observation_spec().dtype == np.float32
-  assert environments.check_continuous_actions(env) == 1
-  env.seed(7)
-  first = env.reset().observation
-  env.seed(7)
-  np.testing.assert_array_equal(env.reset().observation, first)
-  env.seed(8)
-  assert np.any(env.reset().observation != first)
-  with pytest.raises(ActorQError, match='Control Suite task'):
-    environments.load_environment('cartpole-wobble')
-
-
 def test_a_checkpoint_restores_networks_targets_and_optimizers(
     pendulum_config, tmp_path):
   del pendulum_config

@@ -1,0 +1,43 @@
+"""Environments by name: Gym and the Control Suite, limits, seeds, errors."""
+import numpy as np
+import pytest
+
+from actorq_tf import environments
+from actorq_tf.errors import ActorQError
+
+
+def test_control_suite_tasks_load_flat_and_seeded():
+  env = environments.load_environment('cartpole-balance')
+  assert env.observation_spec().shape == (5,)
+  assert env.observation_spec().dtype == np.float32
+  assert environments.check_continuous_actions(env) == 1
+  env.seed(7)
+  first = env.reset().observation
+  env.seed(7)
+  np.testing.assert_array_equal(env.reset().observation, first)
+  env.seed(8)
+  assert np.any(env.reset().observation != first)
+  with pytest.raises(ActorQError, match='Control Suite task'):
+    environments.load_environment('cartpole-wobble')
+
+
+@pytest.mark.parametrize('env_name,action', [
+    ('Pendulum-v1', np.zeros(1, np.float32)),
+    ('MountainCar-v0', np.int64(1)),
+])
+def test_a_time_limit_is_not_a_terminal_state(env_name, action):
+  env = environments.load_environment(env_name, max_episode_steps=30)
+  time_step, steps = env.reset(), 0
+  while not time_step.is_last():
+    time_step = env.step(action)
+    steps += 1
+  assert steps == 30
+  assert time_step.discount == 1.0  # targets bootstrap past the limit
+
+
+def test_a_terminal_state_has_discount_zero():
+  env = environments.load_environment('CartPole-v1')
+  time_step = env.reset()
+  while not time_step.is_last():
+    time_step = env.step(np.int64(0))  # always push left: the pole falls
+  assert time_step.discount == 0.0
