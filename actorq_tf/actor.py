@@ -233,7 +233,8 @@ def run_actor(root_dir: str,
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
   experience_writer = replay.ExperienceWriter(
       client, replay.sequence_length_of(client), give_up_s=server_timeout_s,
-      on_server_answer=watchdog.beat)
+      on_server_answer=watchdog.beat,
+      pad_episode_ends=agents.agent_algorithm() == 'd4pg')
   if precision == 'tf':
     policy = TFActorPolicy(server_address, env)
   else:

@@ -11,7 +11,6 @@ from typing import Optional
 
 from absl import logging
 import gin
-import numpy as np
 import reverb
 import tensorflow as tf
 from tf_agents.utils import common
@@ -24,35 +23,6 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.watchdog import ProgressWatchdog
-
-
-class CalibrationPool:
-  """The most recent observations the learner sampled from replay."""
-
-  def __init__(self, capacity: int, seed: int):
-    self._capacity = capacity
-    self._observations = None
-    self._size = 0
-    self._next = 0
-    self._rng = np.random.default_rng(seed)
-
-  def __len__(self):
-    return self._size
-
-  def add(self, observations: np.ndarray) -> None:
-    if self._observations is None:
-      self._observations = np.zeros(
-          (self._capacity, *observations.shape[1:]), np.float32)
-    observations = observations[-self._capacity:]
-    slots = (self._next + np.arange(len(observations))) % self._capacity
-    self._observations[slots] = observations
-    self._next = (self._next + len(observations)) % self._capacity
-    self._size = min(self._size + len(observations), self._capacity)
-
-  def sample(self, count: int) -> np.ndarray:
-    indices = self._rng.choice(self._size, min(count, self._size),
-                               replace=False)
-    return self._observations[indices]
 
 
 @gin.configurable
@@ -85,7 +55,8 @@ def train(root_dir: str,
       learner goes on from the last one, and actors take its models only
       once their versions pass the newest one published before the restart.
     summary_interval: train steps between TensorBoard summaries.
-    num_calibration_observations: replay observations that calibrate int8.
+    num_calibration_observations: observations that calibrate int8 models,
+      sampled from the actors' most recent ones.
     server_timeout_s: how long the Reverb server may not answer before the
       learner gives up (it waits, and goes on, if the server comes back).
     stop: set (by SIGTERM in the binary) to checkpoint and return.
@@ -134,8 +105,6 @@ def train(root_dir: str,
   exporter = export.PolicyExporter(policy_network, env.action_spec(),
                                    export_precisions, publish,
                                    os.path.join(root_dir, 'models'))
-  calibration = CalibrationPool(capacity=4 * num_calibration_observations,
-                                seed=seed)
 
   dataset = replay.replay_dataset(
       agent.collect_data_spec, agent.train_sequence_length, server_address,
@@ -190,13 +159,8 @@ def train(root_dir: str,
       with step_lock:
         loss = train_fn(experience).loss
         step = int(train_step)
-        if step % 8 == 0:
-          calibration.add(experience.observation[:, 0].numpy())
-        if step % export_interval == 0 and len(calibration):
-          if not exporter.export_async(
-              step, calibration.sample(num_calibration_observations)):
-            logging.info('Export at step %d skipped: previous still running.',
-                         step)
+        if step % export_interval == 0:
+          _export(exporter, client, step, num_calibration_observations)
         if step % checkpoint_interval == 0:
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
@@ -224,6 +188,25 @@ def train(root_dir: str,
                    name='DropReplayIterator', daemon=True).start()
   del iterator
   return step
+
+
+def _export(exporter: export.PolicyExporter, client: reverb.Client,
+            step: int, num_calibration_observations: int) -> None:
+  if exporter.busy:
+    logging.info('Export at step %d skipped: previous still running.', step)
+    return
+  try:
+    observations = replay.sample_recent_observations(
+        client, num_calibration_observations)
+  except model_channel.SERVER_ERRORS as e:
+    logging.warning('Export at step %d skipped: no calibration observations '
+                    '(%s).', step, type(e).__name__)
+    return
+  if observations is None:
+    logging.info('Export at step %d skipped: no recent observations yet.',
+                 step)
+    return
+  exporter.export_async(step, observations)
 
 
 def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,

@@ -1,6 +1,13 @@
-"""The replay table: actors write transitions, the learner samples batches."""
+"""The replay table: actors write transitions, the learner samples batches.
+
+Beside it a small table keeps the observations the actors saw most
+recently: int8 models are calibrated on those, the states the current policy
+visits, not on the whole replay history.
+"""
 import time
 from typing import Callable, Optional
+
+import numpy as np
 
 from absl import logging
 import gin
@@ -15,6 +22,7 @@ from actorq_tf.errors import ActorQError
 from actorq_tf.model_channel import SERVER_ERRORS
 
 REPLAY_TABLE = 'replay'
+RECENT_OBSERVATIONS_TABLE = 'recent_observations'
 
 
 @gin.configurable
@@ -53,6 +61,42 @@ def replay_table(collect_data_spec, sequence_length: int,
           min_size_to_sample=min_size_to_sample,
           error_buffer=error_buffer),
       signature=signature)
+
+
+@gin.configurable
+def recent_observations_table(observation_spec, capacity: int = 2048
+                             ) -> reverb.Table:
+  """The newest `capacity` observations that actors sent for calibration.
+
+  Replay holds the whole history, from the random first steps on, and its
+  feature ranges are far wider than those of the states the trained policy
+  visits (Control Suite cartpole: pole velocities of +-12 in replay, +-0.2
+  under the policy). Calibrated on replay, int8 spends its levels on states
+  the policy no longer sees.
+  """
+  return reverb.Table(
+      name=RECENT_OBSERVATIONS_TABLE,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      max_size=capacity,
+      max_times_sampled=0,
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+      signature=tf.TensorSpec(observation_spec.shape, tf.float32,
+                              'observation'))
+
+
+def sample_recent_observations(client: reverb.Client, count: int,
+                               timeout_s: float = 5.0
+                              ) -> Optional[np.ndarray]:
+  """Up to `count` recent observations (with repeats), or None if none."""
+  info = client.server_info(timeout=max(1, int(timeout_s)))
+  size = info[RECENT_OBSERVATIONS_TABLE].current_size
+  if not size:
+    return None
+  # The table is not empty, so sampling does not wait on its rate limiter.
+  samples = client.sample(RECENT_OBSERVATIONS_TABLE, num_samples=count,
+                          emit_timesteps=False)
+  return np.array([sample.data[0] for sample in samples], np.float32)
 
 
 def replay_dataset(collect_data_spec, sequence_length: int,
@@ -106,12 +150,21 @@ class ExperienceWriter:
       server comes back (a restarted server gets the items still in flight).
     on_server_answer: called whenever the server answers during a wait, to
       tell a watchdog that the actor is alive though held.
+    recent_observation_interval: every this many steps the step's
+      observation also goes to the recent-observations table.
+    pad_episode_ends: also write the windows that start in an episode's
+      last sequence_length - 2 steps, padded with copies of the episode's
+      boundary step. D4PG's n-step targets stop at the first boundary; without
+      these windows the last n - 1 states of every episode are never trained
+      on. Off for DQN, whose TF-Agents n-step loss does not expect them.
   """
 
   def __init__(self, client: reverb.Client, sequence_length: int,
                max_in_flight_items: int = 8, timeout_s: float = 5.0,
                give_up_s: float = 120.0,
-               on_server_answer: Callable[[], None] = lambda: None):
+               on_server_answer: Callable[[], None] = lambda: None,
+               recent_observation_interval: int = 4,
+               pad_episode_ends: bool = False):
     self._client = client
     self._sequence_length = sequence_length
     self._max_in_flight_items = max_in_flight_items
@@ -121,17 +174,40 @@ class ExperienceWriter:
     self._writer = client.trajectory_writer(
         num_keep_alive_refs=sequence_length, validate_items=False)
     self._columns = None
+    self._observations = None
+    self._recent_observation_interval = recent_observation_interval
+    self._pad_episode_ends = pad_episode_ends
+    self._steps = 0
     self._episode_steps = 0
     self.blocked_seconds = 0.0  # Time spent waiting on the rate limiter.
 
   def write(self, trajectory: trajectory_lib.Trajectory) -> None:
     self._writer.append(trajectory)
+    self._steps += 1
     self._episode_steps += 1
     if self._columns is None:
       # The writer keeps one history object per leaf for its whole life;
       # flattening them once spares `writer.history` and tf.nest every
       # step, which cost more than the rest of an actor step.
       self._columns = tree.flatten(self._writer.history)
+      self._observations = self._writer.history.observation
+    if self._steps % self._recent_observation_interval == 0:
+      self._writer.create_item(RECENT_OBSERVATIONS_TABLE, priority=1.0,
+                               trajectory=self._observations[-1])
+    self._write_window()
+    if trajectory.step_type == StepType.LAST:  # last -> first: a boundary
+      if self._pad_episode_ends:
+        for _ in range(self._sequence_length - 2):
+          self._writer.append(trajectory)
+          self._episode_steps += 1
+          self._write_window()
+      self._wait(lambda timeout_ms: self._writer.end_episode(
+          clear_buffers=True, timeout_ms=timeout_ms))
+      self._episode_steps = 0
+
+  def _write_window(self) -> None:
+    """An item of the newest sequence_length steps, once there are that
+    many in the episode."""
     if self._episode_steps >= self._sequence_length:
       self._writer.create_item(
           REPLAY_TABLE, priority=1.0,
@@ -139,10 +215,6 @@ class ExperienceWriter:
                       for column in self._columns])
       self._wait(lambda timeout_ms: self._writer.flush(
           self._max_in_flight_items, timeout_ms=timeout_ms))
-    if trajectory.step_type == StepType.LAST:  # last -> first: a boundary
-      self._wait(lambda timeout_ms: self._writer.end_episode(
-          clear_buffers=True, timeout_ms=timeout_ms))
-      self._episode_steps = 0
 
   def close(self) -> None:
     try:

@@ -26,11 +26,13 @@ REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
 
 
 def create_tables(env) -> list:
-  """Replay, one newest-model table per TFLite precision, and variables."""
+  """Replay, recent observations, one newest-model table per TFLite
+  precision, and variables."""
   agent, policy_network = agents.create_agent(
       env, tf.Variable(0, dtype=tf.int64))
   tables = [replay.replay_table(agent.collect_data_spec,
-                                agent.train_sequence_length)]
+                                agent.train_sequence_length),
+            replay.recent_observations_table(env.observation_spec())]
   observation_shape = env.observation_spec().shape
   tables += [model_channel.model_table(p, observation_shape)
              for p in TFLITE_PRECISIONS]

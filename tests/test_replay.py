@@ -1,0 +1,82 @@
+"""The actors' writer: replay windows and the recent observations table."""
+import numpy as np
+import reverb
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory as trajectory_lib
+from tf_agents.trajectories.time_step import StepType
+
+from actorq_tf import replay
+
+
+def _step(index, step_type=StepType.MID):
+  return trajectory_lib.Trajectory(
+      step_type=np.int32(step_type),
+      observation=np.full(3, index, np.float32),
+      action=np.int64(0), policy_info=(),
+      next_step_type=np.int32(StepType.MID), reward=np.float32(index),
+      discount=np.float32(1.0))
+
+
+def _server(recent_capacity, sequence_length=2):
+  step_spec = _step(0)
+  collect_data_spec = tf.nest.map_structure(
+      lambda x: tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype)),
+      step_spec)
+  tables = [
+      replay.replay_table(collect_data_spec, sequence_length=sequence_length,
+                          min_size_to_sample=1,
+                          samples_per_insert_tolerance=1000.0),
+      replay.recent_observations_table(
+          tensor_spec.TensorSpec([3], tf.float32), capacity=recent_capacity)]
+  return reverb.Server(tables, port=None)
+
+
+def test_recent_observations_are_the_newest_ones():
+  server = _server(recent_capacity=8)
+  client = reverb.Client(f'localhost:{server.port}')
+  assert replay.sample_recent_observations(client, 16) is None  # none yet
+  writer = replay.ExperienceWriter(client, sequence_length=2,
+                                   recent_observation_interval=4)
+  for index in range(100):
+    writer.write(_step(index))
+  writer.close()
+  info = client.server_info()
+  assert info[replay.REPLAY_TABLE].current_size == 99  # windows of two
+  assert info[replay.RECENT_OBSERVATIONS_TABLE].current_size == 8
+  observations = replay.sample_recent_observations(client, 64)
+  assert observations.shape == (64, 3)
+  # Every 4th step, the newest 8 of them: steps 71, 75, ..., 99.
+  assert set(observations[:, 0].astype(int)) <= set(range(71, 100, 4))
+  assert len(set(observations[:, 0].astype(int))) > 4
+  server.stop()
+
+
+def _episode(length):
+  return ([_step(0, StepType.FIRST)] +
+          [_step(index) for index in range(1, length)] +
+          [_step(length, StepType.LAST)])  # the boundary, LAST -> FIRST
+
+
+def _replay_items(client, sequence_length, pad_episode_ends):
+  writer = replay.ExperienceWriter(client, sequence_length,
+                                   pad_episode_ends=pad_episode_ends)
+  for step in _episode(6):
+    writer.write(step)
+  writer.close()
+  return client.server_info()[replay.REPLAY_TABLE].current_size
+
+
+def test_padded_episode_ends_give_every_step_a_window():
+  for pad_episode_ends, expected_items in ((False, 4), (True, 6)):
+    server = _server(recent_capacity=8, sequence_length=4)
+    client = reverb.Client(f'localhost:{server.port}')
+    # 6 transitions and a boundary: windows of 4 start at steps 0..3, and
+    # with padding also at 4 and 5; never at the boundary itself.
+    assert _replay_items(client, 4, pad_episode_ends) == expected_items
+    if pad_episode_ends:
+      starts = sorted(
+          int(sample[0].data[1][0]) for sample in
+          client.sample(replay.REPLAY_TABLE, num_samples=200))
+      assert set(starts) == set(range(6))
+    server.stop()
