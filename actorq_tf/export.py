@@ -2,8 +2,8 @@
 
 The network (observation -> Q-values for DQN, observation -> action for
 D4PG) is exported, never the policy's sampling graph: exploration stays in
-the actors' Python. Full int8 models are calibrated on observations sampled
-from the replay.
+the actors' Python. Full int8 models are calibrated on the actors' most
+recent observations (see replay.recent_observations_table).
 """
 import dataclasses
 import os
@@ -236,7 +236,10 @@ class PolicyExporter:
       (near-ties) while it plays exactly as well; `mean_q_regret` shows the
       cost.
     max_mean_action_error: mean distance from the fp32 action, in units of
-      half the action range, that an action model may have.
+      half the action range, that an action model may have. Trained
+      cartpole-balance policies showed 0.03-0.07 in full int8 (int8 weights
+      alone: 0.015), a fraction of the actors' exploration noise (sigma 0.3);
+      0.05 stopped publishing halfway through a run.
   """
 
   def __init__(self, policy_network: network_lib.Network, action_spec,
@@ -245,7 +248,7 @@ class PolicyExporter:
                                  None],
                model_dir: str,
                min_agreement: float = 0.75,
-               max_mean_action_error: float = 0.05):
+               max_mean_action_error: float = 0.1):
     self._policy_network = policy_network
     self._snapshot_network = policy_network.copy(name='ExportSnapshot')
     self._snapshot_network.create_variables(policy_network.input_tensor_spec)

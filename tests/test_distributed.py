@@ -80,7 +80,7 @@ def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
   with open(os.path.join(root_dir, 'models', 'policy_int8.json')) as f:
     model_info = json.load(f)
   assert model_info['output'] == 'action'
-  assert model_info['check']['mean_action_error'] < 0.05
+  assert model_info['check']['mean_action_error'] <= 0.1  # the ceiling
 
 
 def test_a_dying_role_stops_the_run_when_restarts_are_off(tmp_path):
