@@ -105,6 +105,9 @@ def train(root_dir: str,
   exporter = export.PolicyExporter(policy_network, env.action_spec(),
                                    export_precisions, publish,
                                    os.path.join(root_dir, 'models'))
+  calibration = replay.RecentObservations(
+      server_address, env.observation_spec().shape,
+      num_calibration_observations)
 
   dataset = replay.replay_dataset(
       agent.collect_data_spec, agent.train_sequence_length, server_address,
@@ -160,7 +163,7 @@ def train(root_dir: str,
         loss = train_fn(experience).loss
         step = int(train_step)
         if step % export_interval == 0:
-          _export(exporter, client, step, num_calibration_observations)
+          _export(exporter, calibration, step)
         if step % checkpoint_interval == 0:
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
@@ -180,31 +183,21 @@ def train(root_dir: str,
   with step_lock:
     finish()
   stop.set()  # Lets the watchdog thread end.
-  # The last reference to a Reverb dataset iterator runs a C++ destructor
-  # that waits for the iterator's samples in flight, which the rate limiter
-  # can hold for good once the actors are gone (seen: learners killed by the
-  # launcher after their final checkpoint). A daemon thread drops it.
-  threading.Thread(target=lambda *_: None, args=(iterator,),
-                   name='DropReplayIterator', daemon=True).start()
+  replay.drop_on_daemon_thread(iterator)
   del iterator
+  calibration.close()
   return step
 
 
-def _export(exporter: export.PolicyExporter, client: reverb.Client,
-            step: int, num_calibration_observations: int) -> None:
+def _export(exporter: export.PolicyExporter,
+            calibration: replay.RecentObservations, step: int) -> None:
   if exporter.busy:
     logging.info('Export at step %d skipped: previous still running.', step)
     return
-  try:
-    observations = replay.sample_recent_observations(
-        client, num_calibration_observations)
-  except model_channel.SERVER_ERRORS as e:
-    logging.warning('Export at step %d skipped: no calibration observations '
-                    '(%s).', step, type(e).__name__)
-    return
+  observations = calibration.sample()
   if observations is None:
-    logging.info('Export at step %d skipped: no recent observations yet.',
-                 step)
+    logging.info('Export at step %d skipped: no recent observations from '
+                 'the actors.', step)
     return
   exporter.export_async(step, observations)
 
@@ -220,7 +213,14 @@ def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
   stop.wait()
   if finished.wait(grace_s):
     return
-  with step_lock:
+  if not step_lock.acquire(timeout=grace_s):
+    # Stuck inside a train step or an export: the weights may be half
+    # updated, so the newest periodic checkpoint stands.
+    logging.error('The train loop is stuck in a train step %.0f s after the '
+                  'stop; exiting without a final checkpoint.', 2 * grace_s)
+    logging.flush()
+    os._exit(1)  # pylint: disable=protected-access
+  try:
     if finished.is_set():
       return
     logging.warning('The train loop is still blocked on replay sampling '
@@ -229,6 +229,8 @@ def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
     finish()
     logging.flush()
     os._exit(0)  # pylint: disable=protected-access
+  finally:
+    step_lock.release()
 
 
 def _replay_size(client: reverb.Client) -> Optional[int]:

@@ -4,6 +4,7 @@ Beside it a small table keeps the observations the actors saw most
 recently: int8 models are calibrated on those, the states the current policy
 visits, not on the whole replay history.
 """
+import threading
 import time
 from typing import Callable, Optional
 
@@ -85,18 +86,52 @@ def recent_observations_table(observation_spec, capacity: int = 2048
                               'observation'))
 
 
-def sample_recent_observations(client: reverb.Client, count: int,
-                               timeout_s: float = 5.0
-                              ) -> Optional[np.ndarray]:
-  """Up to `count` recent observations (with repeats), or None if none."""
-  info = client.server_info(timeout=max(1, int(timeout_s)))
-  size = info[RECENT_OBSERVATIONS_TABLE].current_size
-  if not size:
-    return None
-  # The table is not empty, so sampling does not wait on its rate limiter.
-  samples = client.sample(RECENT_OBSERVATIONS_TABLE, num_samples=count,
-                          emit_timesteps=False)
-  return np.array([sample.data[0] for sample in samples], np.float32)
+class RecentObservations:
+  """Batches of the actors' newest observations, for calibration.
+
+  A Reverb dataset whose iterator lives as long as this object: sampling
+  waits at most `rate_limiter_timeout_ms` (an empty table after a server
+  restart gives None), and no sampler is destroyed while samples are in
+  flight, which can block in Reverb's C++ code (`Client.sample` does).
+  """
+
+  def __init__(self, server_address: str, observation_shape, count: int,
+               rate_limiter_timeout_ms: int = 1_000):
+    self._dataset = reverb.TrajectoryDataset(
+        server_address, table=RECENT_OBSERVATIONS_TABLE, dtypes=tf.float32,
+        shapes=tf.TensorShape(observation_shape),
+        max_in_flight_samples_per_worker=count,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
+    ).batch(count).map(lambda sample: sample.data)
+    self._iterator = None
+
+  def sample(self) -> Optional[np.ndarray]:
+    """`count` observations (with repeats), or None if none came in time."""
+    try:
+      if self._iterator is None:
+        self._iterator = iter(self._dataset)
+      return next(self._iterator).numpy()
+    except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
+            tf.errors.UnavailableError, tf.errors.CancelledError,
+            StopIteration):
+      self.close()
+      return None
+
+  def close(self) -> None:
+    drop_on_daemon_thread(self._iterator)
+    self._iterator = None
+
+
+def drop_on_daemon_thread(iterator) -> None:
+  """Drops the last reference to a Reverb dataset iterator off this thread.
+
+  Its C++ destructor waits for the samples in flight, which a rate limiter
+  can hold for good (seen: learners killed by the launcher after their final
+  checkpoint).
+  """
+  if iterator is not None:
+    threading.Thread(target=lambda *_: None, args=(iterator,),
+                     name='DropReverbIterator', daemon=True).start()
 
 
 def replay_dataset(collect_data_spec, sequence_length: int,

@@ -35,7 +35,9 @@ def _server(recent_capacity, sequence_length=2):
 def test_recent_observations_are_the_newest_ones():
   server = _server(recent_capacity=8)
   client = reverb.Client(f'localhost:{server.port}')
-  assert replay.sample_recent_observations(client, 16) is None  # none yet
+  recent = replay.RecentObservations(f'localhost:{server.port}', [3], 64,
+                                     rate_limiter_timeout_ms=200)
+  assert recent.sample() is None  # none yet, and no wait past the timeout
   writer = replay.ExperienceWriter(client, sequence_length=2,
                                    recent_observation_interval=4)
   for index in range(100):
@@ -44,11 +46,12 @@ def test_recent_observations_are_the_newest_ones():
   info = client.server_info()
   assert info[replay.REPLAY_TABLE].current_size == 99  # windows of two
   assert info[replay.RECENT_OBSERVATIONS_TABLE].current_size == 8
-  observations = replay.sample_recent_observations(client, 64)
+  observations = recent.sample()
   assert observations.shape == (64, 3)
   # Every 4th step, the newest 8 of them: steps 71, 75, ..., 99.
   assert set(observations[:, 0].astype(int)) <= set(range(71, 100, 4))
   assert len(set(observations[:, 0].astype(int))) > 4
+  recent.close()
   server.stop()
 
 
