@@ -130,7 +130,9 @@ def drop_on_daemon_thread(iterator) -> None:
   checkpoint).
   """
   if iterator is not None:
-    threading.Thread(target=lambda *_: None, args=(iterator,),
+    # The thread holds its reference a while, so that the caller's own is
+    # surely gone first and the last one is dropped off the caller's thread.
+    threading.Thread(target=lambda *_: time.sleep(5), args=(iterator,),
                      name='DropReverbIterator', daemon=True).start()
 
 
