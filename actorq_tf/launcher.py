@@ -20,7 +20,9 @@ from typing import Dict, List, Optional, Sequence
 
 import gin
 import portpicker
+import tensorflow as tf
 
+from actorq_tf import energy
 from actorq_tf import evaluation
 from actorq_tf import metrics
 from actorq_tf import model_channel
@@ -51,6 +53,9 @@ class RunSettings:
   min_uptime_for_restart_s: float = 20.0
   # Fault injection: SIGKILL a random role this often (0: never).
   chaos_kill_interval_s: float = 0.0
+  # Country whose grid carbon intensity applies to the machine's measured
+  # energy; None measures nothing.
+  energy_country: Optional[str] = 'USA'
 
 
 class RoleProcess:
@@ -138,6 +143,9 @@ def run_local(settings: RunSettings,
     log: where progress lines go.
   """
   root_dir = settings.root_dir
+  # Before anything is written: a bad country must leave no run directory.
+  meter = (energy.EnergyMeter(settings.energy_country)
+           if settings.energy_country else None)
   resumed = os.path.exists(os.path.join(root_dir, RUN_IDENTITY_FILE))
   earlier_launches = _claim_run_directory(settings)
   log_dir = os.path.join(root_dir, 'logs')
@@ -153,6 +161,9 @@ def run_local(settings: RunSettings,
   client_args = common_args + ['--replay_server_address', address]
   precision_args = ['--actor_precision', settings.actor_precision]
 
+  if meter:
+    meter.start()
+  energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
   start = time.monotonic()
   start_wall_time = time.time()
   roles = [RoleProcess('reverb_server', 'binaries.reverb_server_main',
@@ -180,8 +191,10 @@ def run_local(settings: RunSettings,
   next_chaos_kill = start + (settings.chaos_kill_interval_s or float('inf'))
   try:
     _wait_for_role_server(roles[0], address, interrupted)
+    # This process measures the whole machine, learner included.
     roles.append(RoleProcess('learner', 'binaries.learner_main',
-                             client_args + precision_args, log_dir))
+                             client_args + precision_args +
+                             ['--notrack_energy'], log_dir))
     roles.append(RoleProcess('eval', 'binaries.eval_main', client_args,
                              log_dir))
     for i in range(settings.num_actors):
@@ -221,6 +234,10 @@ def run_local(settings: RunSettings,
               time_to_target_s=round(result['time'] - start_wall_time, 1),
               env_steps_to_target=progress['env_steps'],
               train_steps_to_target=result['version'])
+          if meter:
+            reading = meter.reading()
+            summary.update(energy_kwh_to_target=reading.energy_kwh,
+                           emissions_kg_to_target=reading.emissions_kg)
           break
       seen_results = len(results)
       now = time.monotonic()
@@ -237,6 +254,8 @@ def run_local(settings: RunSettings,
       if status != 'failed' or now >= next_progress:
         log(_progress_line(now - start, progress, results[-1:]))
         next_progress = now + settings.progress_interval_s
+        if meter:
+          _write_energy(energy_writer, meter.reading(), int(now - start))
       if status != 'failed':
         break
   except ActorQError as e:
@@ -258,8 +277,15 @@ def run_local(settings: RunSettings,
       eval_return_int8=last.get('return_int8'),
       eval_return_fp32=last.get('return_fp32'),
       model_path=os.path.join(root_dir, 'models', 'policy_int8.tflite'),
+      model_update_bytes=progress['model_update_bytes'].get(
+          settings.actor_precision),
       role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles})
+  if meter:
+    reading = meter.stop()
+    _write_energy(energy_writer, reading, int(time.monotonic() - start))
+    energy_writer.close()
+    summary.update(reading.as_summary())
   metrics.write_json_atomically(os.path.join(root_dir, SUMMARY_FILE), summary)
   if error is not None:
     raise ActorQError(error)
@@ -373,7 +399,14 @@ def _progress(root_dir: str, num_actors: int) -> Dict:
       'model_versions': [a.get('model_version', 0) for a in actors],
       'train_steps': learner.get('train_step', 0),
       'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
+      'model_update_bytes': learner.get('model_update_bytes', {}),
   }
+
+
+def _write_energy(writer, reading: energy.EnergyReading, seconds: int):
+  with writer.as_default(step=seconds):
+    tf.summary.scalar('energy/energy_kwh', reading.energy_kwh)
+    tf.summary.scalar('energy/emissions_kg', reading.emissions_kg)
 
 
 def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:

@@ -16,6 +16,7 @@ import tensorflow as tf
 from tf_agents.utils import common
 
 from actorq_tf import agents
+from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
@@ -38,7 +39,8 @@ def train(root_dir: str,
           num_calibration_observations: int = 256,
           server_timeout_s: float = 120.0,
           stop: Optional[threading.Event] = None,
-          stop_grace_s: float = 10.0) -> int:
+          stop_grace_s: float = 10.0,
+          energy_meter: Optional[energy.EnergyMeter] = None) -> int:
   """Trains until `max_train_steps` (0: until stopped); returns the step.
 
   Args:
@@ -62,6 +64,8 @@ def train(root_dir: str,
     stop: set (by SIGTERM in the binary) to checkpoint and return.
     stop_grace_s: if the loop is still blocked on replay sampling this long
       after `stop`, a watchdog checkpoints and ends the process.
+    energy_meter: if given (started), the machine's energy and emissions
+      go to TensorBoard and the status file with the other figures.
   """
   tf.random.set_seed(seed)
   env = environments.load_environment()
@@ -80,6 +84,8 @@ def train(root_dir: str,
 
   writer = metrics.summary_writer(root_dir, 'learner')
   publisher = model_channel.ModelPublisher(client)
+  # What one model update costs to send to an actor, per actor precision.
+  model_update_bytes = {}
 
   def publish(results, weights):
     try:
@@ -88,6 +94,9 @@ def train(root_dir: str,
       logging.warning('Could not publish version %d (%s); the next export '
                       'will try again.', results[0].version, e)
       return
+    model_update_bytes.update(
+        {r.precision: len(r.model_bytes) for r in results},
+        tf=sum(w.nbytes for w in weights))
     with writer.as_default(step=results[0].version):
       for result in results:
         prefix = f'export/{result.precision}'
@@ -122,15 +131,26 @@ def train(root_dir: str,
   step_lock = threading.Lock()  # Held while the weights change.
   finished = threading.Event()
 
+  def energy_figures(step):
+    if energy_meter is None:
+      return {}
+    reading = energy_meter.reading()
+    with writer.as_default(step=step):
+      tf.summary.scalar('energy/energy_kwh', reading.energy_kwh)
+      tf.summary.scalar('energy/emissions_kg', reading.emissions_kg)
+    return reading.as_summary()
+
   def finish():
     logging.info('Stopping at train step %d: writing a final checkpoint.',
                  int(train_step))
     checkpointer.save(train_step)
     exporter.wait()
+    figures = energy_figures(int(train_step))
     writer.close()
     metrics.write_status(root_dir, 'learner', train_step=int(train_step),
                          restored_train_step=restored_train_step,
-                         stopped=True, exports=exporter.versions_exported)
+                         stopped=True, exports=exporter.versions_exported,
+                         model_update_bytes=model_update_bytes, **figures)
     finished.set()
 
   stop = stop or threading.Event()
@@ -176,7 +196,8 @@ def train(root_dir: str,
               root_dir, 'learner', train_step=step, loss=float(loss),
               restored_train_step=restored_train_step,
               train_steps_per_second=rate, replay_size=replay_size,
-              exports=exporter.versions_exported)
+              exports=exporter.versions_exported,
+              model_update_bytes=model_update_bytes, **energy_figures(step))
           last_status_time = time.time()
 
   watchdog.stop()

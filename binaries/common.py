@@ -9,6 +9,7 @@ from absl import flags
 from absl import logging
 
 from actorq_tf import config
+from actorq_tf import energy
 from actorq_tf.errors import ActorQError
 
 flags.DEFINE_string('root_dir', None, 'Run directory: summaries, checkpoints, '
@@ -25,6 +26,21 @@ FLAGS = flags.FLAGS
 def define_server_address_flag():
   flags.DEFINE_string('replay_server_address', 'localhost:8008',
                       'host:port of the Reverb server.')
+
+
+def define_energy_flags():
+  flags.DEFINE_bool('track_energy', True, 'Measure the machine\'s energy '
+                    'and CO2 emissions with codecarbon (offline) and record '
+                    'them with the run\'s figures.')
+  flags.DEFINE_string('energy_country', 'USA', '3-letter ISO code of the '
+                      'country whose grid carbon intensity applies.')
+
+
+def energy_meter():
+  """A started EnergyMeter, or None if --notrack_energy."""
+  if not FLAGS.track_energy:
+    return None
+  return energy.EnergyMeter(FLAGS.energy_country).start()
 
 
 def parse_gin():

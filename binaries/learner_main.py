@@ -1,4 +1,4 @@
-"""Trains a DQN agent from replay and publishes its policy to the actors."""
+"""Trains the agent from replay and publishes its policy to the actors."""
 from absl import flags
 
 from binaries import common
@@ -6,6 +6,7 @@ from actorq_tf import PRECISIONS
 from actorq_tf import learner
 
 common.define_server_address_flag()
+common.define_energy_flags()
 flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
                   'What the actors run; decides which models are exported.')
 flags.DEFINE_integer('max_train_steps', 0, 'Stop after this many train '
@@ -20,7 +21,7 @@ def main(_):
   learner.train(FLAGS.root_dir, FLAGS.replay_server_address,
                 actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
                 max_train_steps=FLAGS.max_train_steps,
-                stop=stop)
+                stop=stop, energy_meter=common.energy_meter())
 
 
 def run():

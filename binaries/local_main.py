@@ -35,6 +35,7 @@ flags.DEFINE_bool('restart_failed_roles', True, 'Restart a role that dies '
                   'a dying role ends the run with an error.')
 flags.DEFINE_float('chaos_kill_interval_s', 0, 'Fault injection: SIGKILL a '
                    'random role this often, in seconds; 0 never.')
+common.define_energy_flags()
 FLAGS = flags.FLAGS
 
 
@@ -58,7 +59,8 @@ def main(_):
       seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
       max_wall_time_s=FLAGS.max_wall_time_s,
       restart_failed_roles=FLAGS.restart_failed_roles,
-      chaos_kill_interval_s=FLAGS.chaos_kill_interval_s)
+      chaos_kill_interval_s=FLAGS.chaos_kill_interval_s,
+      energy_country=FLAGS.energy_country if FLAGS.track_energy else None)
   overrides = ({} if FLAGS.target_return is None else
                {'target_return': FLAGS.target_return})
   summary = launcher.run_local(settings, **overrides)

@@ -85,6 +85,15 @@ def test_zero_actors():
   assert '--num_actors must be at least 1' in _error_line(result)
 
 
+def test_unknown_energy_country(tmp_path):
+  root_dir = tmp_path / 'run'
+  result = run_binary('binaries.local_main', '--root_dir', str(root_dir),
+                      '--energy_country', 'Atlantis')
+  assert result.returncode == 1
+  assert "unknown energy country 'Atlantis'" in _error_line(result)
+  assert not root_dir.exists()
+
+
 def test_unreachable_reverb_server_is_named_and_bounded(tmp_path):
   result = run_binary('binaries.actor_main', '--root_dir', str(tmp_path),
                       '--replay_server_address', 'localhost:1',

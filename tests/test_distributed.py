@@ -45,6 +45,15 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
   assert summary['train_steps'] >= 500
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
+  # The launcher measured the machine for the whole run (learner included).
+  assert summary['energy_kwh'] > 0 and summary['emissions_kg'] > 0
+  assert summary['energy_duration_s'] >= summary['wall_time_s'] - 5
+  assert summary['energy_country'] == 'USA'
+  assert 'CPU:' in summary['energy_method']
+  assert os.path.isdir(os.path.join(root_dir, 'energy'))
+  int8_bytes = os.path.getsize(
+      os.path.join(root_dir, 'models', 'policy_int8.tflite'))
+  assert summary['model_update_bytes'] == int8_bytes
 
   actor_status = metrics.read_status(root_dir, 'actor_0')
   assert actor_status['model_version'] > 0
