@@ -66,16 +66,24 @@ def _outputs_function(policy_network: network_lib.Network):
   return outputs.get_concrete_function()
 
 
+# Dynamic-range int8 (int8 weights, float activations, no calibration) is
+# what PyTorch's dynamic quantization, and so the original ActorQ, ran; it is
+# converted for benchmarks, actors run the full-int8 model.
+DYNAMIC_RANGE_INT8 = 'dynamic_int8'
+
+
 def convert(policy_network: network_lib.Network, precision: str,
             calibration_observations: Optional[np.ndarray] = None) -> bytes:
   """TFLite flatbuffer of `policy_network` at `precision` (int8, fp16,
-  fp32)."""
-  if precision not in TFLITE_PRECISIONS:
+  fp32, or dynamic_int8)."""
+  if precision not in TFLITE_PRECISIONS + (DYNAMIC_RANGE_INT8,):
     raise ActorQError(f'unknown TFLite precision {precision!r}; '
                       f'expected one of {TFLITE_PRECISIONS}')
   converter = tf.lite.TFLiteConverter.from_concrete_functions(
       [_outputs_function(policy_network)], policy_network)
-  if precision == 'fp16':
+  if precision == DYNAMIC_RANGE_INT8:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  elif precision == 'fp16':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
   elif precision == 'int8':

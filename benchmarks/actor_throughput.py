@@ -1,18 +1,22 @@
 """Actor env steps/s per precision, side by side in one process and run.
 
-Each actor does the real work (env step, policy, epsilon-greedy, Reverb
-write) against a real Reverb server whose replay never blocks inserts, so
-the figure is the actor's own speed. The env-only loop is the limit.
+Each actor does the real work (env step, policy, exploration, Reverb
+writes) against a real Reverb server whose replay never blocks inserts, so
+the figure is the actor's own speed. The env-only loop (random actions, no
+policy, no Reverb) is the limit an actor can approach.
 
   .venv/bin/python -m benchmarks.actor_throughput [--env_steps 20000]
+  .venv/bin/python -m benchmarks.actor_throughput \\
+      --gin_file d4pg_walker_stand.gin --env_steps 3000 \\
+      --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
 import json
-import os
 import tempfile
 import time
 
 from absl import app
 from absl import flags
+import gin
 import numpy as np
 import reverb
 
@@ -24,12 +28,34 @@ from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import server
+from actorq_tf.errors import ActorQError
+from benchmarks.policy_inference import random_walk_observations
 
 flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'], 'Experiment.')
 flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
-flags.DEFINE_integer('env_steps', 20_000, 'Env steps per measurement.')
+flags.DEFINE_integer('env_steps', 20_000, 'Env steps per TFLite measurement; '
+                     'tf actors take a quarter, env-only twice as many.')
 flags.DEFINE_integer('repeats', 3, 'Measurements per row; the median counts.')
+flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
+
+ENV_ONLY = 'env_only'
+# Row -> (actor precision, env steps between model or variable pulls).
+ACTOR_ROWS = {
+    'int8': ('int8', 100),
+    'fp16': ('fp16', 100),
+    'fp32': ('fp32', 100),
+    'tf': ('tf', 1),  # TF-Agents' stock behaviour: pull every step.
+    'tf_pull_100': ('tf', 100),
+}
+ROW_NAMES = {
+    ENV_ONLY: 'env only (random actions, no policy, no Reverb)',
+    'int8': 'int8 TFLite actor (pull every 100 steps)',
+    'fp16': 'fp16 TFLite actor (pull every 100 steps)',
+    'fp32': 'fp32 TFLite actor (pull every 100 steps)',
+    'tf': 'tf actor, stock (variables pulled every step)',
+    'tf_pull_100': 'tf actor (variables pulled every 100 steps)',
+}
 
 
 def _unthrottled_tables(env):
@@ -46,71 +72,94 @@ def _unthrottled_tables(env):
 def _publish_all_precisions(address, env):
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
-  q_network = networks.policy_network_for(env)
-  rng = np.random.default_rng(0)
-  observations = []
-  time_step = env.reset()
-  while len(observations) < 256:
-    observations.append(time_step.observation)
-    time_step = env.step(np.asarray(rng.integers(2), env.action_spec().dtype))
-
-  exporter = export.PolicyExporter(q_network, env.action_spec(),
-                                   ['int8', 'fp16', 'fp32'],
-                                   publisher.publish_exports,
-                                   tempfile.mkdtemp())
-  return {r.precision: len(r.model_bytes)
-          for r in exporter.export(1, np.array(observations))}
+  exporter = export.PolicyExporter(
+      networks.policy_network_for(env), env.action_spec(),
+      ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
+  results = exporter.export(1, random_walk_observations(env, 256))
+  failed = [f'{r.precision}: {r.check.reason}' for r in results
+            if not r.check.passed]
+  if failed:
+    raise ActorQError(f'models not published, actors would act at random: '
+                      f'{failed}')
+  return {r.precision: len(r.model_bytes) for r in results}
 
 
 def _env_only(env, steps):
   rng = np.random.default_rng(0)
-  dtype = env.action_spec().dtype
+  spec = env.action_spec()
+  if environments.is_discrete(env):
+    actions = rng.integers(spec.minimum, spec.maximum + 1, steps)
+  else:
+    actions = rng.uniform(spec.minimum, spec.maximum, (steps,) + spec.shape)
+  actions = actions.astype(spec.dtype)
   env.reset()
   start = time.perf_counter()
-  for _ in range(steps):
-    env.step(np.asarray(rng.integers(2), dtype))
+  for action in actions:
+    if env.step(action).is_last():
+      env.reset()
   return steps / (time.perf_counter() - start)
 
 
 def _actor(address, precision, steps, pull_interval):
-  root_dir = tempfile.mkdtemp()
   start = time.perf_counter()
-  # Epsilon 0 after the first step: every step runs the policy.
-  actor.run_actor(root_dir, address, precision=precision,
+  actor.run_actor(tempfile.mkdtemp(), address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
                   epsilon_decay_steps=0)
   return steps / (time.perf_counter() - start)
 
 
-def main(_):
-  config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings +
-                   ['actor_epsilon.base_epsilon = 0.0'])
+def measure(env_steps: int, repeats: int) -> dict:
+  """Steps/s per row for the experiment the parsed gin config describes."""
   env = environments.load_environment()
   reverb_server = reverb.Server(_unthrottled_tables(env), port=None)
   address = f'localhost:{reverb_server.port}'
-  model_bytes = _publish_all_precisions(address, env)
+  try:
+    model_bytes = _publish_all_precisions(address, env)
+    measurements = {ENV_ONLY: lambda: _env_only(env, 2 * env_steps)}
+    for row, (precision, pull_interval) in ACTOR_ROWS.items():
+      steps = env_steps // 4 if precision == 'tf' else env_steps
+      measurements[row] = (lambda p=precision, s=steps, i=pull_interval:
+                           _actor(address, p, s, i))
+    # Rows take turns, so drift in the machine's speed hits every row alike.
+    samples = {row: [] for row in measurements}
+    for _ in range(repeats):
+      for row, run in measurements.items():
+        samples[row].append(run())
+  finally:
+    reverb_server.stop()
+  policy_network = networks.policy_network_for(env)
+  layers = [layer.units for layer in policy_network.layers
+            if hasattr(layer, 'units')]
+  return {
+      'environment': gin.query_parameter('load_environment.env_name'),
+      'network': (f'{env.observation_spec().shape[0]} -> '
+                  f'{"x".join(map(str, layers))}'),
+      'env_steps': env_steps, 'repeats': repeats,
+      'steps_per_second': {row: float(np.median(s))
+                           for row, s in samples.items()},
+      'samples': samples,
+      'model_bytes': model_bytes,
+  }
 
-  rows = [('env only (random actions, no policy, no Reverb)',
-           lambda: _env_only(env, FLAGS.env_steps))]
-  for precision in ('int8', 'fp16', 'fp32'):
-    rows.append((f'{precision} TFLite actor (pull every 100 steps)',
-                 lambda p=precision: _actor(address, p, FLAGS.env_steps, 100)))
-  rows.append(('tf actor, stock (variables pulled every step)',
-               lambda: _actor(address, 'tf', FLAGS.env_steps // 4, 1)))
-  rows.append(('tf actor (variables pulled every 100 steps)',
-               lambda: _actor(address, 'tf', FLAGS.env_steps // 4, 100)))
 
-  results = {}
-  for name, measure in rows:
-    results[name] = float(np.median([measure() for _ in range(FLAGS.repeats)]))
-  reverb_server.stop()
+def print_table(figures: dict) -> None:
+  rates = figures['steps_per_second']
+  print(f'\nActor env steps/s, {figures["environment"]}, {figures["network"]}'
+        f', median of {figures["repeats"]}, one process, this machine:')
+  for row, rate in rates.items():
+    print(f'  {ROW_NAMES[row]:52s} {rate:10,.0f}   int8 / this = '
+          f'{rates["int8"] / rate:5.2f}')
+  print('Model bytes:', json.dumps(figures['model_bytes']))
 
-  int8 = results['int8 TFLite actor (pull every 100 steps)']
-  print(f'\nActor env steps/s, {os.path.basename(FLAGS.gin_file[-1])}, '
-        f'median of {FLAGS.repeats}, one process, this machine:')
-  for name, rate in results.items():
-    print(f'  {name:52s} {rate:10,.0f}   int8 / this = {int8 / rate:5.2f}')
-  print('Model bytes:', json.dumps(model_bytes))
+
+def main(_):
+  config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings +
+                   ['actor_epsilon.base_epsilon = 0.0'])
+  figures = measure(FLAGS.env_steps, FLAGS.repeats)
+  print_table(figures)
+  if FLAGS.output_json:
+    with open(FLAGS.output_json, 'w') as f:
+      json.dump(figures, f, indent=1)
 
 
 if __name__ == '__main__':
