@@ -16,7 +16,6 @@ import time
 
 from absl import app
 from absl import flags
-import gin
 import numpy as np
 import reverb
 
@@ -29,14 +28,12 @@ from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import server
 from actorq_tf.errors import ActorQError
-from benchmarks.policy_inference import random_walk_observations
+from benchmarks import common
 
-flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'], 'Experiment.')
-flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
+common.define_flags('dqn_cartpole.gin')
 flags.DEFINE_integer('env_steps', 20_000, 'Env steps per TFLite measurement; '
                      'tf actors take a quarter, env-only twice as many.')
 flags.DEFINE_integer('repeats', 3, 'Measurements per row; the median counts.')
-flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
 
 ENV_ONLY = 'env_only'
@@ -75,7 +72,7 @@ def _publish_all_precisions(address, env):
   exporter = export.PolicyExporter(
       networks.policy_network_for(env), env.action_spec(),
       ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
-  results = exporter.export(1, random_walk_observations(env, 256))
+  results = exporter.export(1, common.random_walk_observations(env, 256))
   failed = [f'{r.precision}: {r.check.reason}' for r in results
             if not r.check.passed]
   if failed:
@@ -127,13 +124,8 @@ def measure(env_steps: int, repeats: int) -> dict:
         samples[row].append(run())
   finally:
     reverb_server.stop()
-  policy_network = networks.policy_network_for(env)
-  layers = [layer.units for layer in policy_network.layers
-            if hasattr(layer, 'units')]
   return {
-      'environment': gin.query_parameter('load_environment.env_name'),
-      'network': (f'{env.observation_spec().shape[0]} -> '
-                  f'{"x".join(map(str, layers))}'),
+      **common.describe(env, networks.policy_network_for(env)),
       'env_steps': env_steps, 'repeats': repeats,
       'steps_per_second': {row: float(np.median(s))
                            for row, s in samples.items()},
@@ -158,8 +150,7 @@ def main(_):
   figures = measure(FLAGS.env_steps, FLAGS.repeats)
   print_table(figures)
   if FLAGS.output_json:
-    with open(FLAGS.output_json, 'w') as f:
-      json.dump(figures, f, indent=1)
+    common.write_json(FLAGS.output_json, figures)
 
 
 if __name__ == '__main__':

@@ -12,14 +12,12 @@ environment.
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
-import json
-import os
 import time
 
 from absl import app
 from absl import flags
-import gin
 import numpy as np
+import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import config
@@ -28,46 +26,29 @@ from actorq_tf import export
 from actorq_tf import networks
 from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
+from benchmarks import common
 
-flags.DEFINE_multi_string('gin_file', ['d4pg_walker_stand.gin'], 'Experiment.')
-flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
+common.define_flags('d4pg_walker_stand.gin')
 flags.DEFINE_integer('calls', 2000, 'Policy calls per measurement.')
 flags.DEFINE_integer('repeats', 5, 'Measurements per row; the median counts.')
-flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
 
 # Rows in the order the report shows them.
 PRECISIONS = ('tf', 'fp32', 'fp16', export.DYNAMIC_RANGE_INT8, 'int8')
 
 
-def random_walk_observations(env, count: int) -> np.ndarray:
-  """Observations of an episode under uniformly random actions."""
-  rng = np.random.default_rng(0)
-  spec = env.action_spec()
-  observations = []
-  time_step = env.reset()
-  while len(observations) < count:
-    observations.append(time_step.observation)
-    if environments.is_discrete(env):
-      action = rng.integers(spec.minimum, spec.maximum + 1)
-    else:
-      action = rng.uniform(spec.minimum, spec.maximum, spec.shape)
-    time_step = env.step(np.asarray(action, spec.dtype))
-    if time_step.is_last():
-      time_step = env.reset()
-  return np.array(observations, np.float32)
+def _timed(act, inputs, calls):
+  start = time.perf_counter()
+  for i in range(calls):
+    act(inputs[i % len(inputs)])
+  return (time.perf_counter() - start) / calls
 
 
-def _seconds_per_call(act, inputs, calls, repeats):
-  for item in inputs[:50]:  # warm-up: tracing, allocation, caches
-    act(item)
-  measurements = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    for i in range(calls):
-      act(inputs[i % len(inputs)])
-    measurements.append((time.perf_counter() - start) / calls)
-  return float(np.median(measurements))
+def _invoke_only(model_bytes):
+  """The interpreter alone, without the actor's Python around it."""
+  interpreter = tf.lite.Interpreter(model_content=model_bytes, num_threads=1)
+  interpreter.allocate_tensors()
+  return lambda _: interpreter.invoke()
 
 
 def measure(calls: int, repeats: int) -> dict:
@@ -75,10 +56,8 @@ def measure(calls: int, repeats: int) -> dict:
   env = environments.load_environment()
   discrete = environments.is_discrete(env)
   policy_network = networks.policy_network_for(env)
-  observations = random_walk_observations(env, 512)
+  observations = common.random_walk_observations(env, 512)
   normalizer = ObservationNormalizer.from_observations(observations)
-  layers = [layer.units for layer in policy_network.layers
-            if hasattr(layer, 'units')]
 
   # The exporter's own transformation (normalization folded in), on a copy.
   exported = policy_network.copy(name='Exported')
@@ -88,18 +67,23 @@ def measure(calls: int, repeats: int) -> dict:
     export.centre_q_values(exported)
   export.fold_normalization(exported, normalizer)
 
-  rows = {}
+  rows = {'tf': {
+      # What a tf actor pulls: the fp32 variables.
+      'bytes': int(sum(v.numpy().nbytes for v in policy_network.variables)),
+      'convert_s': 0.0}}
+  # Measurement -> (callable, inputs, calls).
+  measurements = {}
   for precision in PRECISIONS[1:]:
     start = time.perf_counter()
     model_bytes = export.convert(exported, precision,
                                  normalizer(observations))
-    convert_seconds = time.perf_counter() - start
+    rows[precision] = {'bytes': len(model_bytes),
+                       'convert_s': time.perf_counter() - start}
     model = TFLiteModel(model_bytes, normalizer)
-    act = model.greedy_action if discrete else model.action
-    rows[precision] = {
-        'us_per_call': 1e6 * _seconds_per_call(act, observations, calls,
-                                               repeats),
-        'bytes': len(model_bytes), 'convert_s': convert_seconds}
+    measurements[(precision, 'us_per_call')] = (
+        model.greedy_action if discrete else model.action, observations, calls)
+    measurements[(precision, 'invoke_us')] = (
+        _invoke_only(model_bytes), observations, calls)
 
   stock = actor.stock_greedy_policy(env, policy_network)
   time_steps = []
@@ -107,16 +91,21 @@ def measure(calls: int, repeats: int) -> dict:
   for _ in range(64):
     time_steps.append(env.step(
         np.asarray(env.action_spec().minimum, env.action_spec().dtype)))
-  rows['tf'] = {
-      'us_per_call': 1e6 * _seconds_per_call(
-          stock.action, time_steps, max(100, calls // 4), repeats),
-      # What a tf actor pulls: the fp32 variables.
-      'bytes': int(sum(v.numpy().nbytes for v in policy_network.variables)),
-      'convert_s': 0.0}
+  measurements[('tf', 'us_per_call')] = (stock.action, time_steps,
+                                         max(100, calls // 4))
+  rows['tf']['invoke_us'] = None
+
+  for act, inputs, _ in measurements.values():
+    _timed(act, inputs, 50)  # warm-up: tracing, allocation, caches
+  # Rows take turns, so drift in the machine's speed hits every row alike.
+  samples = {key: [] for key in measurements}
+  for _ in range(repeats):
+    for key, (act, inputs, count) in measurements.items():
+      samples[key].append(_timed(act, inputs, count))
+  for (precision, figure), seconds in samples.items():
+    rows[precision][figure] = 1e6 * float(np.median(seconds))
   return {
-      'environment': gin.query_parameter('load_environment.env_name'),
-      'network': (f'{env.observation_spec().shape[0]} -> '
-                  f'{"x".join(map(str, layers))}'),
+      **common.describe(env, policy_network),
       'calls': calls, 'repeats': repeats,
       'rows': {p: rows[p] for p in PRECISIONS}}
 
@@ -126,13 +115,17 @@ def print_table(figures: dict) -> None:
         f'{figures["network"]}, median of {figures["repeats"]} x '
         f'{figures["calls"]} calls, one process, this machine:')
   print(f'  {"precision":13s} {"us/call":>10s} {"int8 / this":>12s} '
-        f'{"bytes":>12s} {"convert s":>10s}')
+        f'{"invoke us":>10s} {"bytes":>12s} {"convert s":>10s}')
   int8_us = figures['rows']['int8']['us_per_call']
   for precision, row in figures['rows'].items():
+    invoke = ('-' if row['invoke_us'] is None else
+              f'{row["invoke_us"]:.1f}')
     print(f'  {precision:13s} {row["us_per_call"]:10.1f} '
-          f'{int8_us / row["us_per_call"]:12.3f} {row["bytes"]:12,d} '
-          f'{row["convert_s"]:10.2f}')
-  print('  (tf bytes: the fp32 variables a tf actor pulls)')
+          f'{int8_us / row["us_per_call"]:12.3f} {invoke:>10s} '
+          f'{row["bytes"]:12,d} {row["convert_s"]:10.2f}')
+  print('  (us/call: as an actor calls it, observation in, action out; '
+        'invoke us: the interpreter alone; tf bytes: the fp32 variables a '
+        'tf actor pulls)')
 
 
 def main(_):
@@ -140,8 +133,7 @@ def main(_):
   figures = measure(FLAGS.calls, FLAGS.repeats)
   print_table(figures)
   if FLAGS.output_json:
-    with open(FLAGS.output_json, 'w') as f:
-      json.dump(figures, f, indent=1)
+    common.write_json(FLAGS.output_json, figures)
 
 
 if __name__ == '__main__':

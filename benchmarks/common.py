@@ -1,0 +1,46 @@
+"""What the benchmarks share: observations to measure on, the usual flags."""
+import json
+
+from absl import flags
+import gin
+import numpy as np
+
+from actorq_tf import environments
+
+
+def define_flags(default_gin_file: str) -> None:
+  flags.DEFINE_multi_string('gin_file', [default_gin_file], 'Experiment.')
+  flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
+  flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+
+
+def write_json(path: str, figures: dict) -> None:
+  with open(path, 'w') as f:
+    json.dump(figures, f, indent=1)
+
+
+def random_walk_observations(env, count: int) -> np.ndarray:
+  """Observations of episodes under uniformly random actions."""
+  rng = np.random.default_rng(0)
+  spec = env.action_spec()
+  observations = []
+  time_step = env.reset()
+  while len(observations) < count:
+    observations.append(time_step.observation)
+    if environments.is_discrete(env):
+      action = rng.integers(spec.minimum, spec.maximum + 1)
+    else:
+      action = rng.uniform(spec.minimum, spec.maximum, spec.shape)
+    time_step = env.step(np.asarray(action, spec.dtype))
+    if time_step.is_last():
+      time_step = env.reset()
+  return np.array(observations, np.float32)
+
+
+def describe(env, policy_network) -> dict:
+  """The environment's name and the policy network's shape, for reports."""
+  layers = [layer.units for layer in policy_network.layers
+            if hasattr(layer, 'units')]
+  return {'environment': gin.query_parameter('load_environment.env_name'),
+          'network': (f'{env.observation_spec().shape[0]} -> '
+                      f'{"x".join(map(str, layers))}')}
