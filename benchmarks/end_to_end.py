@@ -1,0 +1,101 @@
+"""Time, env steps, energy and carbon to a target return, per actor precision.
+
+Each run is the local launcher exactly as a user starts it (`local_main`,
+one actor, same config and rate limiter for every precision), in its own
+run directory under `--work_dir`; the seeds take turns over the precisions,
+so drift in the machine's speed hits every precision alike. A finished run
+directory is read, not run again, so an interrupted benchmark goes on where
+it stopped; an unfinished one is started anew.
+
+Run by `benchmarks.report` (`--parts end_to_end`).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Dict, List, Sequence
+
+from actorq_tf import evaluation
+from actorq_tf import launcher
+
+PRECISIONS = ('tf', 'fp32', 'int8')
+_FINISHED = ('target_reached', 'max_wall_time', 'max_env_steps')
+
+
+def run_directory(work_dir: str, gin_file: str, precision: str,
+                  seed: int) -> str:
+  experiment = os.path.splitext(os.path.basename(gin_file))[0]
+  return os.path.join(work_dir, f'{experiment}_{precision}_seed{seed}')
+
+
+def _finished_summary(root_dir: str):
+  try:
+    with open(os.path.join(root_dir, launcher.SUMMARY_FILE)) as f:
+      summary = json.load(f)
+  except (OSError, json.JSONDecodeError):
+    return None
+  return summary if summary.get('status') in _FINISHED else None
+
+
+def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
+            max_wall_time_s: float, energy_country: str,
+            gin_bindings: Sequence[str] = ()) -> Dict:
+  """One launcher run (or the finished one already there); its figures."""
+  summary = _finished_summary(root_dir)
+  if summary is None:
+    shutil.rmtree(root_dir, ignore_errors=True)
+    os.makedirs(os.path.dirname(root_dir), exist_ok=True)
+    command = [sys.executable, '-m', 'binaries.local_main',
+               '--root_dir', root_dir, '--gin_file', gin_file,
+               '--actor_precision', precision, '--seed', str(seed),
+               '--max_wall_time_s', str(max_wall_time_s),
+               '--max_env_steps', '0', '--energy_country', energy_country]
+    for binding in gin_bindings:
+      command += ['--gin_bindings', binding]
+    with open(root_dir + '.log', 'w') as log:
+      subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                     cwd=launcher.PROJECT_ROOT, check=False,
+                     env=dict(os.environ, PYTHONPATH=launcher.PROJECT_ROOT))
+    try:
+      with open(os.path.join(root_dir, launcher.SUMMARY_FILE)) as f:
+        summary = json.load(f)  # 'failed' runs too: the report says so
+    except (OSError, json.JSONDecodeError) as e:
+      raise RuntimeError(f'the {precision} run (seed {seed}) left no '
+                         f'summary; see {root_dir}.log') from e
+  return figures_of(root_dir, summary)
+
+
+def figures_of(root_dir: str, summary: Dict) -> Dict:
+  """What the report needs from one finished run."""
+  results = evaluation.read_results(root_dir)
+  start = summary['start_time']
+  keys = ('precision', 'seed', 'status', 'target_return', 'target_reached',
+          'time_to_target_s', 'env_steps_to_target', 'train_steps_to_target',
+          'wall_time_s', 'env_steps', 'train_steps', 'eval_return_int8',
+          'eval_return_fp32', 'model_update_bytes', 'energy_kwh',
+          'emissions_kg', 'energy_duration_s', 'energy_kwh_to_target',
+          'emissions_kg_to_target', 'energy_method', 'energy_country',
+          'exit_codes', 'role_restarts')
+  figures = {key: summary.get(key) for key in keys}
+  figures['root_dir'] = root_dir
+  figures['curve'] = [[round(r['time'] - start, 1), r['return_int8'],
+                       r['return_fp32']] for r in results]
+  return figures
+
+
+def run_experiment(work_dir: str, gin_file: str, seeds: Sequence[int],
+                   max_wall_time_s: float, energy_country: str,
+                   precisions: Sequence[str] = PRECISIONS,
+                   gin_bindings: Sequence[str] = (), log=print) -> List[Dict]:
+  runs = []
+  for seed in seeds:
+    for precision in precisions:
+      root_dir = run_directory(work_dir, gin_file, precision, seed)
+      figures = run_one(root_dir, gin_file, precision, seed, max_wall_time_s,
+                        energy_country, gin_bindings)
+      log(f'  {os.path.basename(root_dir)}: {figures["status"]}, '
+          f'time to target {figures["time_to_target_s"]} s, '
+          f'{figures["energy_kwh"] or 0:.5f} kWh')
+      runs.append(figures)
+  return runs

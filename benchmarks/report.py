@@ -1,0 +1,278 @@
+"""The ActorQ report: speed, reward retention, energy and carbon, one command.
+
+Runs every benchmark side by side on this machine, then writes
+`report.md`, `results.json` and two plots into `--output_dir`:
+
+  1. batch-1 policy inference per precision at 64x64, 256x256 and
+     2048x2048x2048 (latency, model bytes, conversion time);
+  2. actor env steps/s per precision beside the env-only limit, on
+     CartPole-v1 and on a Control Suite task with ActorQ's policy size;
+  3. end to end: time, env steps, learner steps, energy and CO2 to a target
+     return for tf, fp32 and int8 actors, reward retention (int8 vs fp32
+     greedy return of the same version), bytes per model update.
+
+  .venv/bin/python -m benchmarks.report            # full: about 1.5 h on 2 cores
+  .venv/bin/python -m benchmarks.report --quick    # under 10 min on 2 cores
+
+Each part runs in subprocesses of its own (a fresh TensorFlow and gin for
+every measurement). Finished end-to-end runs in `--work_dir` are reused, so
+an interrupted report goes on where it stopped; `--parts` reruns a part.
+"""
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from absl import app
+from absl import flags
+
+from benchmarks import end_to_end
+from benchmarks import report_writer
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PARTS = ('inference', 'actors', 'end_to_end')
+PAPER_POLICY = 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
+
+
+@dataclasses.dataclass
+class InferenceCase:
+  label: str
+  gin_file: str
+  gin_bindings: Tuple[str, ...]
+
+
+@dataclasses.dataclass
+class ActorCase:
+  label: str
+  gin_file: str
+  gin_bindings: Tuple[str, ...]
+  env_steps: int
+
+
+@dataclasses.dataclass
+class Experiment:
+  label: str
+  gin_file: str
+  max_wall_time_s: float
+  gin_bindings: Tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class Plan:
+  name: str
+  inference_cases: Sequence[InferenceCase]
+  inference_calls: int
+  inference_repeats: int
+  actor_cases: Sequence[ActorCase]
+  actor_repeats: int
+  experiments: Sequence[Experiment]
+  seeds: Sequence[int]
+  precisions: Sequence[str] = end_to_end.PRECISIONS
+
+
+_INFERENCE_CASES = (
+    InferenceCase('64x64', 'dqn_cartpole.gin',
+                  ('create_q_network.fc_layer_params = (64, 64)',)),
+    InferenceCase('256x256', 'dqn_cartpole.gin',
+                  ('create_q_network.fc_layer_params = (256, 256)',)),
+    InferenceCase('2048x2048x2048', 'd4pg_walker_stand.gin', (PAPER_POLICY,)),
+)
+
+PLANS = {
+    'full': Plan(
+        name='full',
+        inference_cases=_INFERENCE_CASES, inference_calls=2000,
+        inference_repeats=5,
+        actor_cases=(
+            ActorCase('CartPole-v1, 256x256 Q-network', 'dqn_cartpole.gin',
+                      (), 20_000),
+            ActorCase('walker-stand, 2048x2048x2048 policy',
+                      'd4pg_walker_stand.gin', (PAPER_POLICY,), 2_000)),
+        actor_repeats=3,
+        experiments=(
+            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 600),
+            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 300)),
+        seeds=(0, 1, 2)),
+    'quick': Plan(
+        name='quick',
+        inference_cases=_INFERENCE_CASES, inference_calls=300,
+        inference_repeats=3,
+        actor_cases=(ActorCase('CartPole-v1, 256x256 Q-network',
+                               'dqn_cartpole.gin', (), 2_000),),
+        actor_repeats=1,
+        experiments=(
+            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 90),),
+        seeds=(0,)),
+}
+
+
+def _run_benchmark(module: str, gin_file: str, gin_bindings: Sequence[str],
+                   args: Sequence[str], log_path: str) -> Dict:
+  with tempfile.TemporaryDirectory() as tmp:
+    output = os.path.join(tmp, 'figures.json')
+    command = [sys.executable, '-m', module, '--gin_file', gin_file,
+               '--output_json', output, *args]
+    for binding in gin_bindings:
+      command += ['--gin_bindings', binding]
+    with open(log_path, 'w') as log:
+      result = subprocess.run(
+          command, stdout=log, stderr=subprocess.STDOUT, cwd=PROJECT_ROOT,
+          check=False, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT,
+                                TF_CPP_MIN_LOG_LEVEL='2'))
+    if result.returncode != 0:
+      raise RuntimeError(f'{module} failed (exit {result.returncode}); see '
+                         f'{log_path}')
+    with open(output) as f:
+      return json.load(f)
+
+
+def run_inference(plan: Plan, work_dir: str, log=print) -> List[Dict]:
+  figures = []
+  for case in plan.inference_cases:
+    log(f'Policy inference, {case.label}...')
+    measured = _run_benchmark(
+        'benchmarks.policy_inference', case.gin_file, case.gin_bindings,
+        ['--calls', str(plan.inference_calls),
+         '--repeats', str(plan.inference_repeats)],
+        os.path.join(work_dir, f'inference_{case.label}.log'))
+    figures.append({'label': case.label, **measured})
+  return figures
+
+
+def run_actors(plan: Plan, work_dir: str, log=print) -> List[Dict]:
+  figures = []
+  for i, case in enumerate(plan.actor_cases):
+    log(f'Actor throughput, {case.label}...')
+    measured = _run_benchmark(
+        'benchmarks.actor_throughput', case.gin_file, case.gin_bindings,
+        ['--env_steps', str(case.env_steps),
+         '--repeats', str(plan.actor_repeats)],
+        os.path.join(work_dir, f'actors_{i}.log'))
+    figures.append({'label': case.label, **measured})
+  return figures
+
+
+def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
+                   log=print) -> List[Dict]:
+  figures = []
+  for experiment in plan.experiments:
+    log(f'End to end, {experiment.label}: seeds {list(plan.seeds)} x '
+        f'{list(plan.precisions)}, at most {experiment.max_wall_time_s:g} s '
+        f'each...')
+    runs = end_to_end.run_experiment(
+        work_dir, experiment.gin_file, plan.seeds, experiment.max_wall_time_s,
+        energy_country, plan.precisions, experiment.gin_bindings, log=log)
+    figures.append({'label': experiment.label,
+                    'gin_file': experiment.gin_file,
+                    'gin_bindings': list(experiment.gin_bindings),
+                    'max_wall_time_s': experiment.max_wall_time_s,
+                    'runs': runs})
+  return figures
+
+
+def machine() -> Dict:
+  cpu = platform.processor()
+  try:
+    with open('/proc/cpuinfo') as f:
+      cpu = next(line.split(':', 1)[1].strip() for line in f
+                 if line.startswith('model name'))
+  except (OSError, StopIteration):
+    pass
+  memory_gb = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30
+  return {'cpu': cpu, 'cores': os.cpu_count(),
+          'memory_gb': round(memory_gb, 1), 'os': platform.platform(),
+          'python': platform.python_version(), 'gpu': _gpu()}
+
+
+def _gpu() -> Optional[str]:
+  try:
+    result = subprocess.run(['nvidia-smi', '--query-gpu=name',
+                             '--format=csv,noheader'], capture_output=True,
+                            text=True, timeout=10, check=False)
+  except (OSError, subprocess.TimeoutExpired):
+    return None
+  return result.stdout.strip() or None
+
+
+def versions() -> Dict:
+  names = ('tensorflow', 'tf-agents', 'dm-reverb', 'tensorflow-probability',
+           'tf-keras', 'gym', 'dm-control', 'mujoco', 'numpy', 'codecarbon',
+           'matplotlib')
+  found = {}
+  for name in names:
+    try:
+      found[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      found[name] = None
+  return found
+
+
+def run_report(plan: Plan, output_dir: str, work_dir: str,
+               energy_country: str, parts: Sequence[str] = PARTS,
+               command: str = '', log=print) -> Dict:
+  """Measures the parts asked for, keeps earlier figures of the others (in
+  `output_dir/results.json`), writes the report; returns the results."""
+  os.makedirs(output_dir, exist_ok=True)
+  os.makedirs(work_dir, exist_ok=True)
+  results_path = os.path.join(output_dir, report_writer.RESULTS_FILE)
+  results = {}
+  if os.path.exists(results_path):
+    with open(results_path) as f:
+      results = json.load(f)
+    if results.get('plan') != plan.name:
+      results = {}
+  results.update(plan=plan.name, command=command,
+                 date=datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+                 machine=machine(), versions=versions(),
+                 energy_country=energy_country)
+  for part in parts:
+    if part == 'inference':
+      results['inference'] = run_inference(plan, work_dir, log)
+    elif part == 'actors':
+      results['actors'] = run_actors(plan, work_dir, log)
+    elif part == 'end_to_end':
+      results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
+                                             log)
+    # Written after every part: hours of measurements survive a crash.
+    report_writer.write_json(results_path, results)
+  report_writer.write_report(results, output_dir)
+  return results
+
+
+flags.DEFINE_bool('quick', False, 'The quick plan: smaller measurements and '
+                  'one short end-to-end seed per precision (under 10 min).')
+flags.DEFINE_string('output_dir', None, 'Where the report goes; default '
+                    'benchmarks/results (quick: benchmarks/results/quick).')
+flags.DEFINE_string('work_dir', None, 'Run directories and logs; default '
+                    'runs/benchmarks_<plan>.')
+flags.DEFINE_list('parts', list(PARTS), 'Parts to measure now; the others '
+                  'keep the figures of an earlier run of the same plan.')
+flags.DEFINE_string('energy_country', 'USA', 'Grid whose carbon intensity '
+                    'applies (3-letter ISO code).')
+FLAGS = flags.FLAGS
+
+
+def main(_):
+  unknown = set(FLAGS.parts) - set(PARTS)
+  if unknown:
+    raise app.UsageError(f'unknown --parts {sorted(unknown)}; choose from '
+                         f'{list(PARTS)}')
+  plan = PLANS['quick' if FLAGS.quick else 'full']
+  output_dir = FLAGS.output_dir or os.path.join(
+      PROJECT_ROOT, 'benchmarks', 'results', *(['quick'] if FLAGS.quick
+                                               else []))
+  work_dir = FLAGS.work_dir or os.path.join(PROJECT_ROOT, 'runs',
+                                            f'benchmarks_{plan.name}')
+  run_report(plan, output_dir, work_dir, FLAGS.energy_country, FLAGS.parts,
+             command=' '.join(['python -m benchmarks.report'] + sys.argv[1:]))
+  print(f'Report: {os.path.join(output_dir, report_writer.REPORT_FILE)}')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,407 @@
+"""Turns the report's measurements (results.json) into report.md and plots.
+
+Every ratio is stated explicitly, and every goal of DESIGN.md is checked:
+where one is not met the report says so in words.
+"""
+import json
+import math
+import os
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+import matplotlib
+
+matplotlib.use('Agg')  # Files only; no display on a benchmark machine.
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+RESULTS_FILE = 'results.json'
+REPORT_FILE = 'report.md'
+RETURN_PLOT = 'eval_return_vs_wall_time.png'
+ACTOR_PLOT = 'actor_steps_per_second.png'
+PRECISION_COLOURS = {'tf': 'tab:blue', 'fp32': 'tab:orange',
+                     'int8': 'tab:green', 'fp16': 'tab:purple'}
+NOT_REACHED = math.inf
+
+
+def write_json(path: str, results: Dict) -> None:
+  with open(path + '.tmp', 'w') as f:
+    json.dump(results, f, indent=1)
+  os.replace(path + '.tmp', path)
+
+
+def retention(int8_return: Optional[float],
+              fp32_return: Optional[float]) -> Optional[float]:
+  """How much of the fp32 network's return the int8 model keeps: 1 is all.
+
+  int8 / fp32 for positive returns; fp32 / int8 when both are negative
+  (Pendulum), so that a worse int8 model scores under 1 either way.
+  """
+  if int8_return is None or fp32_return is None:
+    return None
+  if fp32_return > 0:
+    return int8_return / fp32_return
+  if fp32_return < 0 and int8_return < 0:
+    return fp32_return / int8_return
+  return None
+
+
+def _median(values: Sequence[Optional[float]]) -> Optional[float]:
+  values = [v for v in values if v is not None]
+  return statistics.median(values) if values else None
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+  if a is None or b is None or b == 0 or math.isinf(a) or math.isinf(b):
+    return None
+  return a / b
+
+
+def _bounded_ratio(table: Dict, figure: str, whole_run_figure: Optional[str],
+                   budget: float, goal: float, other: str = 'tf'):
+  """int8 / other of a to-target figure, and whether the goal is met.
+
+  A precision that missed the target is known only to need more than its
+  budget (wall time, or the energy used by then): the ratio is a bound.
+  """
+  int8, base = table.get('int8', {}), table.get(other, {})
+  a, b = int8.get(figure), base.get(figure)
+  if a is None or b is None:
+    return 'n/a', 'not measured'
+  bound_of = lambda t: budget if whole_run_figure is None else t[
+      whole_run_figure]
+  if math.isinf(a) and math.isinf(b):
+    return 'n/a (neither reached the target)', 'not measured'
+  if (math.isinf(a) and not bound_of(int8)) or (math.isinf(b) and
+                                               not bound_of(base)):
+    return 'n/a', 'not measured'
+  if math.isinf(b):
+    bound = a / bound_of(base)
+    return (f'< {bound:.2f} ({other} missed the target)',
+            'met' if bound <= goal else f'undecided ({other} missed the '
+            f'target)')
+  if math.isinf(a):
+    return (f'> {bound_of(int8) / b:.2f} (int8 missed the target)',
+            '**NOT met**')
+  ratio = a / b
+  return f'{ratio:.2f}', _met(ratio, goal, at_most=True)
+
+
+def _fmt(value, spec: str = '.2f', none: str = 'n/a') -> str:
+  if value is None:
+    return none
+  if isinstance(value, float) and math.isinf(value):
+    return 'not reached'
+  return format(value, spec)
+
+
+def _met(value: Optional[float], goal: float, at_most: bool) -> str:
+  if value is None:
+    return 'not measured'
+  met = value <= goal if at_most else value >= goal
+  return 'met' if met else '**NOT met**'
+
+
+def _at_budget(run: Dict, figure: str, budget: float) -> Optional[float]:
+  if run[figure] is None or not run.get('energy_duration_s'):
+    return None
+  return run[figure] * min(1.0, budget / run['energy_duration_s'])
+
+
+def experiment_table(experiment: Dict) -> Dict[str, Dict]:
+  """Per precision: medians over seeds of each end-to-end figure."""
+  budget = experiment['max_wall_time_s']
+  table = {}
+  for precision in ('tf', 'fp32', 'int8'):
+    runs = [r for r in experiment['runs'] if r['precision'] == precision]
+    if not runs:
+      continue
+    # A run that missed the target counts as slower than any that made it.
+    to_target = lambda key: [r[key] if r['target_reached'] else NOT_REACHED
+                             for r in runs]
+    table[precision] = {
+        'seeds': len(runs),
+        'reached': sum(r['target_reached'] for r in runs),
+        'time_to_target_s': _median(to_target('time_to_target_s')),
+        'times': to_target('time_to_target_s'),
+        'env_steps_to_target': _median(to_target('env_steps_to_target')),
+        'train_steps_to_target': _median(to_target('train_steps_to_target')),
+        'energy_kwh_to_target': _median(to_target('energy_kwh_to_target')),
+        'emissions_kg_to_target': _median(
+            to_target('emissions_kg_to_target')),
+        'energy_kwh': _median([r['energy_kwh'] for r in runs]),
+        # What a run that missed the target had used when its budget ran
+        # out (the whole run also holds the shutdown).
+        'energy_kwh_at_budget': _median([_at_budget(r, 'energy_kwh', budget)
+                                         for r in runs]),
+        'emissions_kg_at_budget': _median([
+            _at_budget(r, 'emissions_kg', budget) for r in runs]),
+        'emissions_kg': _median([r['emissions_kg'] for r in runs]),
+        'retention': _median([retention(r['eval_return_int8'],
+                                        r['eval_return_fp32'])
+                              for r in runs]),
+        'min_retention': min(
+            (x for x in (retention(r['eval_return_int8'],
+                                   r['eval_return_fp32']) for r in runs)
+             if x is not None), default=None),
+        'model_update_bytes': _median([r['model_update_bytes']
+                                       for r in runs]),
+        'failed': [r['seed'] for r in runs if r['status'] == 'failed'],
+        'energy_method': runs[0]['energy_method'],
+    }
+  return table
+
+
+def _rows_to_markdown(header: Sequence[str], rows: List[Sequence]) -> str:
+  lines = ['| ' + ' | '.join(header) + ' |',
+           '|' + '---|' * len(header)]
+  lines += ['| ' + ' | '.join(str(c) for c in row) + ' |' for row in rows]
+  return '\n'.join(lines)
+
+
+def _goals(results: Dict) -> List[Sequence]:
+  goals = []
+  for case in results.get('actors', []):
+    rates = case['steps_per_second']
+    if case['environment'] == 'CartPole-v1':
+      ratio = _ratio(rates['int8'], rates['tf'])
+      goals.append([f'actor env steps/s int8 / tf, {case["label"]}',
+                    '>= 10', _fmt(ratio), _met(ratio, 10, at_most=False)])
+    ratio = _ratio(rates['int8'], rates['env_only'])
+    goals.append([f'actor env steps/s int8 / env-only, {case["label"]}',
+                  '>= 0.5', _fmt(ratio), _met(ratio, 0.5, at_most=False)])
+  for case in results.get('inference', []):
+    goal = {'256x256': 0.5, '2048x2048x2048': 0.15}.get(case['label'])
+    if goal is None:
+      continue
+    rows = case['rows']
+    ratio = _ratio(rows['int8']['us_per_call'], rows['fp32']['us_per_call'])
+    goals.append([f'batch-1 latency int8 / TFLite fp32, {case["label"]}',
+                  f'<= {goal}', _fmt(ratio, '.3f'), _met(ratio, goal, True)])
+  for experiment in results.get('end_to_end', []):
+    table = experiment_table(experiment)
+    int8, fp32 = table.get('int8', {}), table.get('fp32', {})
+    label = experiment['label']
+    budget = experiment['max_wall_time_s']
+    goals.append([f'wall time to target int8 / tf, {label}', '<= 0.5',
+                  *_bounded_ratio(table, 'time_to_target_s', None, budget,
+                                  0.5)])
+    median_retention = _median([
+        retention(r['eval_return_int8'], r['eval_return_fp32'])
+        for r in experiment['runs']])
+    goals.append([f'greedy return int8 / fp32, same version, {label} '
+                  f'(median over all runs)', '>= 0.98',
+                  _fmt(median_retention, '.3f'),
+                  _met(median_retention, 0.98, False)])
+    for figure, whole_run, name in (
+        ('energy_kwh_to_target', 'energy_kwh_at_budget', 'energy'),
+        ('emissions_kg_to_target', 'emissions_kg_at_budget', 'CO2')):
+      goals.append([f'{name} to target int8 / tf, {label}', '<= 0.5',
+                    *_bounded_ratio(table, figure, whole_run, budget, 0.5)])
+    ratio = _ratio(int8.get('model_update_bytes'),
+                   fp32.get('model_update_bytes'))
+    goals.append([f'bytes per model update int8 / fp32, {label}', '<= 0.3',
+                  _fmt(ratio, '.3f'), _met(ratio, 0.3, True)])
+  goals.append(['learner train steps/s, export on / off', '>= 0.95',
+                'n/a', 'not measured by this report'])
+  return goals
+
+
+def _inference_section(results: Dict) -> List[str]:
+  lines = ['## 1. Batch-1 policy inference', '',
+           'Median over repeats, rows taking turns, one process, one '
+           'interpreter thread. *us/call*: as an actor calls the policy '
+           '(observation in, action out: normalization, quantization, '
+           'invoke, dequantization, argmax); *invoke us*: the TFLite '
+           'interpreter alone. `tf` is TF-Agents\' stock policy in '
+           '`PyTFEagerPolicy`; its bytes are the fp32 variables a tf actor '
+           'pulls. `dynamic_int8`: int8 weights, float activations (what '
+           'PyTorch dynamic quantization, so the original ActorQ, ran).', '']
+  for case in results['inference']:
+    rows = case['rows']
+    int8_us = rows['int8']['us_per_call']
+    lines += [f'**{case["label"]}** ({case["environment"]}, '
+              f'{case["network"]}; {case["repeats"]} x {case["calls"]} '
+              f'calls)', '']
+    lines.append(_rows_to_markdown(
+        ['precision', 'us/call', 'int8 / this', 'invoke us', 'bytes',
+         'conversion s'],
+        [[p, _fmt(r['us_per_call'], '.1f'),
+          _fmt(_ratio(int8_us, r['us_per_call']), '.3f'),
+          _fmt(r['invoke_us'], '.1f', '-'), f'{r["bytes"]:,}',
+          _fmt(r['convert_s'], '.2f') if p != 'tf' else '-']
+         for p, r in rows.items()]))
+    lines.append('')
+  return lines
+
+
+def _actor_section(results: Dict) -> List[str]:
+  lines = ['## 2. Actor throughput', '',
+           'Env steps/s of one actor process doing the real work (env step, '
+           'policy, exploration, Reverb writes) against a real Reverb server '
+           'that never blocks inserts; median over repeats, rows taking '
+           'turns. *env only*: random actions, no policy, no Reverb: the '
+           'limit an actor can approach. TFLite actors pull a model every '
+           '100 steps; the stock `tf` actor pulls variables every step, as '
+           'TF-Agents\' distributed examples do.', '',
+           f'![actor steps/s]({ACTOR_PLOT})', '']
+  for case in results['actors']:
+    rates = case['steps_per_second']
+    lines += [f'**{case["label"]}** ({case["environment"]}, '
+              f'{case["network"]}; median of {case["repeats"]} x '
+              f'{case["env_steps"]:,} steps, tf rows a quarter, env only '
+              f'twice as many)', '']
+    lines.append(_rows_to_markdown(
+        ['actor', 'env steps/s', 'int8 / this'],
+        [[row, f'{rate:,.0f}', _fmt(_ratio(rates['int8'], rate))]
+         for row, rate in rates.items()]))
+    lines += ['', f'int8 / tf (stock) = {_fmt(_ratio(rates["int8"], rates["tf"]))}'
+              f'; int8 / fp32 = {_fmt(_ratio(rates["int8"], rates["fp32"]))}'
+              f'; int8 / env-only = '
+              f'{_fmt(_ratio(rates["int8"], rates["env_only"]))}.', '']
+  return lines
+
+
+def _end_to_end_section(results: Dict) -> List[str]:
+  lines = ['## 3. End to end: time, reward retention, energy and carbon', '',
+           'Each run is `local_main` as a user starts it: Reverb server, '
+           'learner, evaluator and one actor on this machine, the same '
+           'config and rate limiter for every precision; seeds take turns '
+           'over the precisions. Time to target counts from the launch '
+           '(process start-up included) to the first evaluation whose mean '
+           'greedy return (10 episodes) reaches the target: of the int8 '
+           'model for int8 actors, of the fp32 network for tf and fp32 '
+           'actors. Medians over seeds; a run that missed its target within '
+           'the budget counts as slower than any that made it. *Retention*: '
+           'greedy return of the int8 model over that of the fp32 network '
+           'of the same version, same seeds, at the run\'s last evaluation '
+           '(fp32 / int8 when both are negative). Energy and CO2 are '
+           'the whole machine\'s over the run, measured with codecarbon '
+           f'offline for the grid of {results.get("energy_country", "?")}.',
+           '', f'![eval return vs wall time]({RETURN_PLOT})', '']
+  for experiment in results['end_to_end']:
+    table = experiment_table(experiment)
+    lines += [f'### {experiment["label"]}', '',
+              f'`{experiment["gin_file"]}`, target '
+              f'{experiment["runs"][0]["target_return"]}, budget '
+              f'{experiment["max_wall_time_s"]:g} s per run.', '']
+    lines.append(_rows_to_markdown(
+        ['actors', 'reached', 'time to target s (each seed)',
+         'env steps to target', 'learner steps to target',
+         'retention (min)', 'bytes per model update', 'kWh to target',
+         'kg CO2 to target', 'kWh whole run'],
+        [[p, f'{t["reached"]}/{t["seeds"]}',
+          f'{_fmt(t["time_to_target_s"], ".1f")} ('
+          + ', '.join(_fmt(x, '.1f') for x in t['times']) + ')',
+          _fmt(t['env_steps_to_target'], ',.0f'),
+          _fmt(t['train_steps_to_target'], ',.0f'),
+          f'{_fmt(t["retention"], ".3f")} ({_fmt(t["min_retention"], ".3f")})',
+          _fmt(t['model_update_bytes'], ',.0f'),
+          _fmt(t['energy_kwh_to_target'], '.5f'),
+          _fmt(t['emissions_kg_to_target'], '.5f'),
+          _fmt(t['energy_kwh'], '.5f')]
+         for p, t in table.items()]))
+    lines.append('')
+    budget = experiment['max_wall_time_s']
+    for other in ('tf', 'fp32'):
+      ratios = [f'{name} ' + _bounded_ratio(table, figure, whole_run, budget,
+                                            0.5, other)[0]
+                for name, figure, whole_run in (
+                    ('time to target', 'time_to_target_s', None),
+                    ('energy to target', 'energy_kwh_to_target',
+                     'energy_kwh_at_budget'),
+                    ('CO2 to target', 'emissions_kg_to_target',
+                     'emissions_kg_at_budget'))]
+      int8, base = table.get('int8', {}), table.get(other, {})
+      ratios.append('env steps to target ' + _fmt(_ratio(
+          int8.get('env_steps_to_target'), base.get('env_steps_to_target'))))
+      ratios.append('bytes per model update ' + _fmt(_ratio(
+          int8.get('model_update_bytes'), base.get('model_update_bytes')),
+                                                     '.3f'))
+      lines.append(f'- int8 / {other}: ' + ', '.join(ratios) + '.')
+    lines.append('- A `tf` actor pulls the variables after every env step '
+                 '(TF-Agents\' stock behaviour), TFLite actors a model every '
+                 '100 steps: per env step a tf actor receives about 100 times '
+                 'its bytes per update.')
+    failed = {p: t['failed'] for p, t in table.items() if t['failed']}
+    if failed:
+      lines.append(f'- Runs that failed (seeds): {failed}; see their '
+                   f'`summary.json`.')
+    methods = {t['energy_method'] for t in table.values()}
+    lines += ['', 'Energy method: ' + '; '.join(
+        sorted(m or 'not measured' for m in methods)) + '.', '']
+  return lines
+
+
+def write_report(results: Dict, output_dir: str) -> str:
+  """Writes report.md and the plots; returns the report's path."""
+  os.makedirs(output_dir, exist_ok=True)
+  machine = results['machine']
+  lines = [
+      '# The ActorQ-TF report', '',
+      f'Plan `{results["plan"]}`, measured {results["date"]} with '
+      f'`{results["command"]}`.', '',
+      f'Machine: {machine["cpu"]}, {machine["cores"]} cores, '
+      f'{machine["memory_gb"]} GB, GPU: {machine["gpu"] or "none"}; '
+      f'{machine["os"]}, Python {machine["python"]}.', '',
+      'Versions: ' + ', '.join(f'{k} {v}' for k, v in
+                               results['versions'].items()) + '.', '',
+      '## Goals (DESIGN.md)', '',
+      _rows_to_markdown(['figure', 'goal', 'measured', ''],
+                        _goals(results)), '']
+  if results.get('inference'):
+    lines += _inference_section(results)
+  if results.get('actors'):
+    lines += _actor_section(results)
+    _plot_actors(results['actors'], os.path.join(output_dir, ACTOR_PLOT))
+  if results.get('end_to_end'):
+    lines += _end_to_end_section(results)
+    _plot_returns(results['end_to_end'], os.path.join(output_dir, RETURN_PLOT))
+  path = os.path.join(output_dir, REPORT_FILE)
+  with open(path, 'w') as f:
+    f.write('\n'.join(lines))
+  return path
+
+
+def _plot_returns(experiments: List[Dict], path: str) -> None:
+  figure, axes = plt.subplots(1, len(experiments), squeeze=False,
+                              figsize=(6 * len(experiments), 4))
+  for ax, experiment in zip(axes[0], experiments):
+    labelled = set()
+    for run in experiment['runs']:
+      if not run['curve']:
+        continue
+      precision = run['precision']
+      # The return that decides the target for this precision.
+      column = 1 if precision == 'int8' else 2
+      times = [point[0] for point in run['curve']]
+      returns = [point[column] for point in run['curve']]
+      ax.plot(times, returns, color=PRECISION_COLOURS[precision], alpha=0.8,
+              label=None if precision in labelled else f'{precision} actors')
+      labelled.add(precision)
+    ax.axhline(experiment['runs'][0]['target_return'], color='grey',
+               linestyle='--', linewidth=1, label='target')
+    ax.set_title(experiment['label'])
+    ax.set_xlabel('wall time since launch (s)')
+    ax.set_ylabel('greedy eval return (10 episodes)')
+    ax.legend()
+  figure.tight_layout()
+  figure.savefig(path, dpi=100)
+  plt.close(figure)
+
+
+def _plot_actors(cases: List[Dict], path: str) -> None:
+  figure, axes = plt.subplots(1, len(cases), squeeze=False,
+                              figsize=(6 * len(cases), 4))
+  for ax, case in zip(axes[0], cases):
+    rates = case['steps_per_second']
+    names = list(rates)
+    colours = [PRECISION_COLOURS.get(name.split('_')[0], 'tab:grey')
+               for name in names]
+    ax.bar(names, [rates[n] for n in names], color=colours)
+    ax.set_yscale('log')
+    ax.set_ylabel('env steps/s (log scale)')
+    ax.set_title(case['label'])
+    ax.tick_params(axis='x', labelrotation=30)
+  figure.tight_layout()
+  figure.savefig(path, dpi=100)
+  plt.close(figure)

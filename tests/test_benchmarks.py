@@ -1,0 +1,140 @@
+"""The report's plumbing on a tiny case: real benchmarks, real launcher runs,
+a well-formed report. Speed is the benchmarks' business, not the tests'."""
+import json
+import os
+
+import pytest
+
+from benchmarks import report
+from benchmarks import report_writer
+
+TINY_NET = 'create_q_network.fc_layer_params = (8, 8)'
+TINY_PLAN = report.Plan(
+    name='tiny',
+    inference_cases=(report.InferenceCase('8x8', 'dqn_cartpole.gin',
+                                          (TINY_NET,)),),
+    inference_calls=20, inference_repeats=1,
+    actor_cases=(report.ActorCase('CartPole-v1, 8x8', 'dqn_cartpole.gin',
+                                  (TINY_NET,), 200),),
+    actor_repeats=1,
+    experiments=(report.Experiment(
+        'CartPole-v1, low target', 'dqn_cartpole.gin', 60,
+        (TINY_NET, 'replay_table.min_size_to_sample = 200',
+         'train.export_interval = 100', 'run_evaluator.min_interval_s = 1.0',
+         # An untrained greedy policy scores about 9: the first evaluation
+         # reaches the target.
+         'run_local.target_return = 9.0')),),
+    seeds=(0,), precisions=('fp32', 'int8'))
+
+
+@pytest.fixture(scope='module')
+def tiny_report(tmp_path_factory):
+  output_dir = str(tmp_path_factory.mktemp('report'))
+  work_dir = str(tmp_path_factory.mktemp('work'))
+  results = report.run_report(TINY_PLAN, output_dir, work_dir, 'FRA',
+                              command='test')
+  return results, output_dir, work_dir
+
+
+def test_the_report_holds_every_part(tiny_report):
+  results, output_dir, _ = tiny_report
+  with open(os.path.join(output_dir, report_writer.RESULTS_FILE)) as f:
+    assert json.load(f) == results
+  for name in (report_writer.REPORT_FILE, report_writer.RETURN_PLOT,
+               report_writer.ACTOR_PLOT):
+    assert os.path.getsize(os.path.join(output_dir, name)) > 0, name
+
+  rows = results['inference'][0]['rows']
+  assert list(rows) == ['tf', 'fp32', 'fp16', 'dynamic_int8', 'int8']
+  assert all(row['us_per_call'] > 0 and row['bytes'] > 0
+             for row in rows.values())
+  assert rows['int8']['bytes'] < rows['fp32']['bytes']
+  rates = results['actors'][0]['steps_per_second']
+  assert set(rates) == {'env_only', 'int8', 'fp16', 'fp32', 'tf',
+                        'tf_pull_100'}
+  assert all(rate > 0 for rate in rates.values())
+
+  runs = results['end_to_end'][0]['runs']
+  assert [r['precision'] for r in runs] == ['fp32', 'int8']
+  for run in runs:
+    assert run['target_reached'], run
+    assert 0 < run['energy_kwh_to_target'] <= run['energy_kwh']
+    assert run['energy_method'] and run['curve']
+    assert set(run['exit_codes'].values()) == {0}
+    assert run['model_update_bytes'] > 0
+
+  with open(os.path.join(output_dir, report_writer.REPORT_FILE)) as f:
+    text = f.read()
+  assert 'Machine:' in text and 'tensorflow 2.15.1' in text
+  assert '| dynamic_int8 |' in text
+  assert '- int8 / fp32: time to target' in text
+  assert 'Energy method: RAM: codecarbon' in text
+  # Without tf actors the int8 / tf goals are said to be unmeasured.
+  assert 'wall time to target int8 / tf, CartPole-v1, low target | <= 0.5 | ' \
+         'n/a | not measured' in text
+
+
+def test_finished_runs_are_reused(tiny_report):
+  _, output_dir, work_dir = tiny_report
+  summaries = [os.path.join(r['root_dir'], 'summary.json')
+               for r in tiny_report[0]['end_to_end'][0]['runs']]
+  before = [os.path.getmtime(p) for p in summaries]
+  results = report.run_report(TINY_PLAN, output_dir, work_dir, 'FRA',
+                              parts=['end_to_end'], command='test again')
+  assert [os.path.getmtime(p) for p in summaries] == before
+  # Parts not measured again keep their figures.
+  assert results['inference'] == tiny_report[0]['inference']
+
+
+def _run(precision, seed, seconds, int8_return, fp32_return, reached=True):
+  return {
+      'precision': precision, 'seed': seed, 'status': 'target_reached'
+      if reached else 'max_wall_time', 'target_return': -200.0,
+      'target_reached': reached, 'time_to_target_s': seconds,
+      'env_steps_to_target': 100 * seconds, 'train_steps_to_target': 1000,
+      'wall_time_s': seconds + 10, 'env_steps': 100 * seconds,
+      'train_steps': 1000, 'eval_return_int8': int8_return,
+      'eval_return_fp32': fp32_return,
+      'model_update_bytes': {'int8': 70_000}.get(precision, 270_000),
+      'energy_kwh': seconds / 1e4, 'emissions_kg': seconds / 1e5,
+      'energy_duration_s': seconds + 10,
+      'energy_kwh_to_target': seconds / 1e4,
+      'emissions_kg_to_target': seconds / 1e5, 'energy_method': 'estimate',
+      'energy_country': 'USA', 'exit_codes': {}, 'role_restarts': {},
+      'root_dir': '/nowhere', 'curve': [[5.0, -900.0, -800.0],
+                                        [seconds, int8_return, fp32_return]]}
+
+
+def test_goals_that_are_not_met_are_said_plainly(tmp_path):
+  results = {'plan': 'canned', 'date': 'today', 'command': 'none',
+             'machine': report.machine(), 'versions': report.versions()}
+  # int8 actors slower than tf, and an int8 model 10% worse on Pendulum.
+  results['end_to_end'] = [{
+      'label': 'Pendulum', 'gin_file': 'd4pg_pendulum.gin',
+      'max_wall_time_s': 300,
+      'runs': [_run('tf', 0, 80.0, -150.0, -150.0),
+               _run('int8', 0, 120.0, -165.0, -150.0),
+               _run('tf', 1, 70.0, -140.0, -140.0),
+               _run('int8', 1, 0.0, -400.0, -380.0, reached=False)]}]
+  report_writer.write_report(results, str(tmp_path))
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  table = report_writer.experiment_table(results['end_to_end'][0])
+  assert table['int8']['reached'] == 1
+  assert table['int8']['time_to_target_s'] == float('inf')  # median of 2
+  assert table['tf']['time_to_target_s'] == 75.0
+  assert table['int8']['retention'] == pytest.approx(
+      (150 / 165 + 380 / 400) / 2)
+  # The int8 median missed the target: slower than tf by more than 300/75.
+  assert ('wall time to target int8 / tf, Pendulum | <= 0.5 | > 4.00 (int8 '
+          'missed the target) | **NOT met**') in text
+  assert 'greedy return int8 / fp32, same version, Pendulum (median over ' \
+         'all runs) | >= 0.98 | 0.975 | **NOT met**' in text
+  assert '| int8 | 1/2 | not reached (120.0, not reached)' in text
+
+
+def test_retention_is_below_one_when_int8_is_worse():
+  assert report_writer.retention(90.0, 100.0) == 0.9
+  assert report_writer.retention(-200.0, -180.0) == 0.9
+  assert report_writer.retention(-10.0, 5.0) == -2.0
+  assert report_writer.retention(5.0, -10.0) is None
+  assert report_writer.retention(None, 1.0) is None
