@@ -96,8 +96,8 @@ PLANS = {
                       'd4pg_walker_stand.gin', (PAPER_POLICY,), 2_000)),
         actor_repeats=3,
         experiments=(
-            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 600),
-            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 300)),
+            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 480),
+            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240)),
         seeds=(0, 1, 2)),
     'quick': Plan(
         name='quick',
