@@ -45,9 +45,27 @@ def retention(int8_return: Optional[float],
   return None
 
 
+def retention_over_evaluations(run: Dict) -> Optional[float]:
+  """Retention of the summed returns of every evaluation of a run.
+
+  The last evaluation is chosen by the stopping rule (the run stops when
+  the precision's own metric peaks over the target), which biases its
+  retention; every evaluation compares the same version and seeds too.
+  """
+  if not run['curve']:
+    return None
+  return retention(sum(point[1] for point in run['curve']),
+                   sum(point[2] for point in run['curve']))
+
+
 def _median(values: Sequence[Optional[float]]) -> Optional[float]:
   values = [v for v in values if v is not None]
   return statistics.median(values) if values else None
+
+
+def _range(values: Sequence[Optional[float]]) -> Optional[tuple]:
+  values = [v for v in values if v is not None]
+  return (min(values), max(values)) if values else None
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -139,6 +157,10 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
         'retention': _median([retention(r['eval_return_int8'],
                                         r['eval_return_fp32'])
                               for r in runs]),
+        'retention_all': _median([retention_over_evaluations(r)
+                                  for r in runs]),
+        'retention_all_range': _range([retention_over_evaluations(r)
+                                       for r in runs]),
         'min_retention': min(
             (x for x in (retention(r['eval_return_int8'],
                                    r['eval_return_fp32']) for r in runs)
@@ -188,10 +210,19 @@ def _goals(results: Dict) -> List[Sequence]:
     median_retention = _median([
         retention(r['eval_return_int8'], r['eval_return_fp32'])
         for r in experiment['runs']])
-    goals.append([f'greedy return int8 / fp32, same version, {label} '
-                  f'(median over all runs)', '>= 0.98',
+    goals.append([f'greedy return int8 / fp32, same version, {label}, '
+                  f'last evaluation (median over all runs)', '>= 0.98',
                   _fmt(median_retention, '.3f'),
                   _met(median_retention, 0.98, False)])
+    all_evaluations = [retention_over_evaluations(r)
+                       for r in experiment['runs']]
+    median_all = _median(all_evaluations)
+    spread = _range(all_evaluations)
+    goals.append([f'greedy return int8 / fp32, same version, {label}, '
+                  f'every evaluation (median over all runs; min-max)',
+                  '>= 0.98', f'{_fmt(median_all, ".3f")}' + (
+                      f' ({spread[0]:.3f}-{spread[1]:.3f})' if spread
+                      else ''), _met(median_all, 0.98, False)])
     for figure, whole_run, name in (
         ('energy_kwh_to_target', 'energy_kwh_at_budget', 'energy'),
         ('emissions_kg_to_target', 'emissions_kg_at_budget', 'CO2')):
@@ -273,10 +304,20 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'actors. Medians over seeds; a run that missed its target within '
            'the budget counts as slower than any that made it. *Retention*: '
            'greedy return of the int8 model over that of the fp32 network '
-           'of the same version, same seeds, at the run\'s last evaluation '
-           '(fp32 / int8 when both are negative). Energy and CO2 are '
+           'of the same version, same seeds (fp32 / int8 when both are '
+           'negative), at the run\'s last evaluation, and over every '
+           'evaluation of the run (summed returns). The last evaluation is '
+           'picked by the stopping rule: a run stops when its own metric '
+           '(fp32 for tf and fp32 actors) reaches the target, often at a '
+           'peak the other precision does not share on that version, so its '
+           'retention leans towards the run\'s precision; every evaluation '
+           'is free of that bias. Energy and CO2 are '
            'the whole machine\'s over the run, measured with codecarbon '
-           f'offline for the grid of {results.get("energy_country", "?")}.',
+           f'offline for the grid of {results.get("energy_country", "?")}.'
+           ' On a machine with few cores the learner, evaluator, server and '
+           'actor share them: time to target is then bound by the learner\'s '
+           'train steps/s, and an actor\'s precision counts through the CPU '
+           'time it leaves the learner.',
            '', f'![eval return vs wall time]({RETURN_PLOT})', '']
   for experiment in results['end_to_end']:
     table = experiment_table(experiment)
@@ -287,7 +328,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
     lines.append(_rows_to_markdown(
         ['actors', 'reached', 'time to target s (each seed)',
          'env steps to target', 'learner steps to target',
-         'retention (min)', 'bytes per model update', 'kWh to target',
+         'retention, last eval (min)', 'retention, every eval (min-max)',
+         'bytes per model update', 'kWh to target',
          'kg CO2 to target', 'kWh whole run'],
         [[p, f'{t["reached"]}/{t["seeds"]}',
           f'{_fmt(t["time_to_target_s"], ".1f")} ('
@@ -295,6 +337,9 @@ def _end_to_end_section(results: Dict) -> List[str]:
           _fmt(t['env_steps_to_target'], ',.0f'),
           _fmt(t['train_steps_to_target'], ',.0f'),
           f'{_fmt(t["retention"], ".3f")} ({_fmt(t["min_retention"], ".3f")})',
+          _fmt(t['retention_all'], '.3f') + (
+              ' ({:.3f}-{:.3f})'.format(*t['retention_all_range'])
+              if t['retention_all_range'] else ''),
           _fmt(t['model_update_bytes'], ',.0f'),
           _fmt(t['energy_kwh_to_target'], '.5f'),
           _fmt(t['emissions_kg_to_target'], '.5f'),

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import agents
+from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import learner
 from actorq_tf import metrics
@@ -45,10 +46,19 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
                                                         tmp_path):
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=600)
   learner.train(str(tmp_path), reverb_server, actor_precision='fp16',
-                max_train_steps=100, export_interval=100)
+                max_train_steps=100, export_interval=100,
+                energy_meter=energy.EnergyMeter('USA').start())
   info = reverb.Client(reverb_server).server_info()
   assert info[model_channel.model_table_name('fp16')].current_size == 1
   assert info[model_channel.model_table_name('int8')].current_size == 1
+  # A learner on its own measures its machine's energy; each actor
+  # precision's update size is known.
+  status = metrics.read_status(str(tmp_path), 'learner')
+  assert status['energy_kwh'] > 0 and status['emissions_kg'] > 0
+  assert 'CPU:' in status['energy_method']
+  update_bytes = status['model_update_bytes']
+  assert set(update_bytes) == {'int8', 'fp16', 'tf'}
+  assert update_bytes['int8'] < update_bytes['fp16'] < update_bytes['tf']
 
 
 def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
