@@ -57,17 +57,12 @@ class EnergyMeter:
           log_level='error', measure_power_secs=_NEVER_S,
           tracking_mode='machine')
     except Exception as e:  # pylint: disable=broad-except
-      raise ActorQError(f'cannot measure energy ({e}); check '
-                        f'EnergyMeter.country_iso_code (3-letter ISO code, '
-                        f'e.g. USA, FRA), or turn energy tracking off') from e
+      raise ActorQError(f'cannot measure energy ({e}); --notrack_energy '
+                        f'runs without measuring') from e
     self._country = country_iso_code
     self._method = _method(self._tracker, cpu.is_rapl_available())
     self._lock = threading.Lock()
     self._stopped: Optional[EnergyReading] = None
-
-  @property
-  def method(self) -> str:
-    return self._method
 
   def start(self) -> 'EnergyMeter':
     self._tracker.start()

@@ -20,7 +20,6 @@ from typing import Dict, List, Optional, Sequence
 
 import gin
 import portpicker
-import tensorflow as tf
 
 from actorq_tf import energy
 from actorq_tf import evaluation
@@ -256,7 +255,8 @@ def run_local(settings: RunSettings,
         log(_progress_line(now - start, progress, results[-1:]))
         next_progress = now + settings.progress_interval_s
         if meter:
-          _write_energy(energy_writer, meter.reading(), int(now - start))
+          metrics.write_energy(energy_writer, meter.reading(),
+                               int(now - start))
       if status != 'failed':
         break
   except ActorQError as e:
@@ -284,7 +284,8 @@ def run_local(settings: RunSettings,
       exit_codes={role.name: role.exit_code() for role in roles})
   if meter:
     reading = meter.stop()
-    _write_energy(energy_writer, reading, int(time.monotonic() - start))
+    metrics.write_energy(energy_writer, reading,
+                         int(time.monotonic() - start))
     energy_writer.close()
     summary.update(reading.as_summary())
   metrics.write_json_atomically(os.path.join(root_dir, SUMMARY_FILE), summary)
@@ -402,12 +403,6 @@ def _progress(root_dir: str, num_actors: int) -> Dict:
       'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
       'model_update_bytes': learner.get('model_update_bytes', {}),
   }
-
-
-def _write_energy(writer, reading: energy.EnergyReading, seconds: int):
-  with writer.as_default(step=seconds):
-    tf.summary.scalar('energy/energy_kwh', reading.energy_kwh)
-    tf.summary.scalar('energy/emissions_kg', reading.emissions_kg)
 
 
 def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:

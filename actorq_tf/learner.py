@@ -135,9 +135,7 @@ def train(root_dir: str,
     if energy_meter is None:
       return {}
     reading = energy_meter.reading()
-    with writer.as_default(step=step):
-      tf.summary.scalar('energy/energy_kwh', reading.energy_kwh)
-      tf.summary.scalar('energy/emissions_kg', reading.emissions_kg)
+    metrics.write_energy(writer, reading, step)
     return reading.as_summary()
 
   def finish():

@@ -18,6 +18,13 @@ def summary_writer(root_dir: str, role: str):
                                        flush_millis=10_000)
 
 
+def write_energy(writer, reading, step: int) -> None:
+  """An energy.EnergyReading's figures as TensorBoard scalars."""
+  with writer.as_default(step=step):
+    tf.summary.scalar('energy/energy_kwh', reading.energy_kwh)
+    tf.summary.scalar('energy/emissions_kg', reading.emissions_kg)
+
+
 def write_json_atomically(path: str, data: Dict[str, Any]) -> None:
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + '.tmp', 'w') as f:

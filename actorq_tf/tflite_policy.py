@@ -100,15 +100,19 @@ class TFLiteModel:
 
   @property
   def is_quantized(self) -> bool:
-    return self._input_dtype == np.int8
+    return self._quantized_input
 
-  def _quantize(self, observation: np.ndarray) -> np.ndarray:
-    affine = observation * self._input_multiplier
+  def _affine(self, observations: np.ndarray) -> np.ndarray:
+    """Normalized (and, for int8 inputs, quantized) observations, as floats
+    ready to be cast to the input's dtype."""
+    affine = observations * self._input_multiplier
     affine += self._input_offset
-    if not self._quantized_input:
-      return affine.astype(self._input_dtype, copy=False)
-    np.rint(affine, out=affine)
-    return np.clip(affine, -128, 127, out=affine).astype(np.int8)
+    if self._quantized_input:
+      np.rint(affine, out=affine)
+      # np.clip costs twice these two on small arrays.
+      np.maximum(affine, self._int8_min, out=affine)
+      np.minimum(affine, self._int8_max, out=affine)
+    return affine
 
   def _dequantize(self, outputs: np.ndarray) -> np.ndarray:
     if not self._quantized_output:
@@ -120,14 +124,7 @@ class TFLiteModel:
     # The hot path of every actor step: writes into the interpreter's own
     # input buffer and reads its output buffer, without set_tensor's and
     # get_tensor's checks and copies (half the call time of a small model).
-    affine = observation * self._input_multiplier
-    affine += self._input_offset
-    if self._quantized_input:
-      np.rint(affine, out=affine)
-      # np.clip costs twice these two on small arrays.
-      np.maximum(affine, self._int8_min, out=affine)
-      np.minimum(affine, self._int8_max, out=affine)
-    self._input_buffer()[0] = affine  # casts to the input's dtype
+    self._input_buffer()[0] = self._affine(observation)  # casts the dtype
     self._interpreter.invoke()
     # A copy: the buffer is the interpreter's, rewritten by the next call.
     return self._output_buffer()[0].copy()
@@ -140,8 +137,9 @@ class TFLiteModel:
           self._input_index, [batch, *self.observation_shape])
       self._interpreter.allocate_tensors()
       self._batch_size = batch
-    self._interpreter.set_tensor(self._input_index,
-                                 self._quantize(observations))
+    self._interpreter.set_tensor(
+        self._input_index,
+        self._affine(observations).astype(self._input_dtype, copy=False))
     self._interpreter.invoke()
     return self._dequantize(self._interpreter.get_tensor(self._output_index))
 
