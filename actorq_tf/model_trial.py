@@ -52,10 +52,16 @@ def _load_and_run_once() -> None:
   spec = importlib.util.spec_from_file_location(_WRAPPER_MODULE, sys.argv[1])
   wrapper = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(wrapper)
+  # The interpreter reads the model from this buffer and does not own it:
+  # `model_bytes` must outlive it (dropped, models over about 1 MB crashed
+  # the child on every load, so every paper-size model was refused).
+  model_bytes = sys.stdin.buffer.read()
   interpreter = wrapper.CreateWrapperFromBuffer(
-      sys.stdin.buffer.read(), _BUILTIN_OP_RESOLVER, [], [], False, False)
+      model_bytes, _BUILTIN_OP_RESOLVER, [], [], False, False)
   interpreter.AllocateTensors()
   interpreter.Invoke()
+  del interpreter
+  del model_bytes
 
 
 if __name__ == '__main__':
