@@ -7,7 +7,7 @@ for continuous ones) -> trajectory -> Reverb replay. Every
 """
 from concurrent import futures
 import time
-from typing import Optional
+from typing import Dict, Optional
 
 from absl import logging
 import gin
@@ -18,6 +18,7 @@ from tf_agents.policies import actor_policy
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.policies import q_policy
 from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as time_step_lib
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
@@ -34,6 +35,13 @@ from actorq_tf.tflite_policy import GaussianNoise
 from actorq_tf.tflite_policy import TFLiteModel
 from actorq_tf.tflite_policy import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
+
+
+_FIRST = np.asarray(StepType.FIRST, np.int32)
+_MID = np.asarray(StepType.MID, np.int32)
+_LAST = np.asarray(StepType.LAST, np.int32)
+_ZERO = np.float32(0.0)
+_ONE = np.float32(1.0)
 
 
 @gin.configurable
@@ -79,6 +87,12 @@ class TFLiteActorPolicy:
   def version(self) -> int:
     return self._puller.version
 
+  def refusals(self) -> Dict[str, object]:
+    """What the actor refused of what the learner published."""
+    return {'refused_versions': self._puller.refused_count,
+            'consecutive_refusals': self._puller.consecutive_refusals,
+            'last_refusal': self._puller.last_refusal}
+
   def update(self, wait: bool = False) -> bool:
     """True if a newer model is now in use; keeps the current otherwise.
 
@@ -110,13 +124,14 @@ class TFLiteActorPolicy:
     except ActorQError as e:
       return published, None, str(e)
 
-  def greedy_action(self, time_step):
-    """The model's action: an int (discrete) or an array (continuous)."""
+  def greedy_action(self, observation: np.ndarray):
+    """The model's action: an int (discrete) or an array (continuous), or
+    None before the first model."""
     if self._model is None:
       return None
     if self._discrete:
-      return self._model.greedy_action(time_step.observation)
-    return self._model.action(time_step.observation)
+      return self._model.greedy_action(observation)
+    return self._model.action(observation)
 
 
 def stock_greedy_policy(env, policy_network
@@ -159,6 +174,11 @@ class TFActorPolicy:
   def version(self) -> int:
     return int(self._version.numpy())
 
+  def refusals(self) -> Dict[str, object]:
+    # fp32 variables of the learner's own network: nothing to refuse.
+    return {'refused_versions': 0, 'consecutive_refusals': 0,
+            'last_refusal': ''}
+
   def update(self) -> bool:
     if not self._has_variables:
       info = self._client.server_info(timeout=10)
@@ -171,10 +191,13 @@ class TFActorPolicy:
                            table=model_channel.VARIABLES_TABLE)
     return self.version > previous
 
-  def greedy_action(self, time_step):
+  def greedy_action(self, observation: np.ndarray):
     if not self._has_variables:
       return None
-    return self._policy.action(time_step).action
+    # The greedy policies read only the observation.
+    return self._policy.action(time_step_lib.TimeStep(
+        step_type=_MID, reward=_ZERO, discount=_ONE,
+        observation=observation)).action
 
 
 @gin.configurable
@@ -254,6 +277,9 @@ def run_actor(root_dir: str,
   previous_run = metrics.read_status(root_dir, role) or {}
   steps = previous_run.get('env_steps', 0)
   episodes = previous_run.get('episodes', 0)
+  # Env steps whose action no model chose (none had arrived yet): shown
+  # everywhere, so that an actor never acts at random unnoticed.
+  steps_without_model = previous_run.get('steps_without_model', 0)
   if steps:
     logging.info('Going on from env step %d of an earlier run of %s.', steps,
                  role)
@@ -262,11 +288,25 @@ def run_actor(root_dir: str,
   recent_returns, recent_lengths = [], []
   pull_seconds = 0.0
   steps_per_second = metrics.RateMeter(steps)
+  recent_steps, recent_steps_without_model = steps, steps_without_model
   next_status_time = time.monotonic()
   server_lost = False
   next_pull_step = steps
+  stepper = environments.DirectSteps(env)
+  boundary_action = np.asarray(env.action_spec().minimum, action_dtype)
 
-  time_step = env.reset()
+  def report(**extra):
+    share = (1.0 - steps_without_model / steps) if steps else 0.0
+    interval_steps = steps - recent_steps
+    recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
+                    interval_steps) if interval_steps else share
+    refusals = policy.refusals()
+    return dict(env_steps=steps, episodes=episodes,
+                model_version=policy.version, precision=precision,
+                steps_without_model=steps_without_model, model_share=share,
+                recent_model_share=recent_share, **refusals, **extra)
+
+  observation, step_type = stepper.reset(), _FIRST
   while not should_stop() and not (max_env_steps and steps >= max_env_steps):
     watchdog.beat()
     if steps >= next_pull_step:
@@ -284,56 +324,63 @@ def run_actor(root_dir: str,
           server_lost = True
       pull_seconds += time.monotonic() - pull_start
 
-    action = np.asarray(
-        exploration.act(policy.greedy_action(time_step), steps),
-        dtype=action_dtype)
-    next_time_step = env.step(action)
-    # What trajectory.from_transition builds, without its tensor checks.
+    greedy_action = policy.greedy_action(observation)
+    if greedy_action is None:
+      steps_without_model += 1
+    action = np.asarray(exploration.act(greedy_action, steps), action_dtype)
+    next_observation, reward, discount, last = stepper.step(action)
+    next_step_type = _LAST if last else _MID
     experience_writer.write(trajectory_lib.Trajectory(
-        step_type=time_step.step_type, observation=time_step.observation,
-        action=action, policy_info=(),
-        next_step_type=next_time_step.step_type,
-        reward=next_time_step.reward, discount=next_time_step.discount))
+        step_type=step_type, observation=observation, action=action,
+        policy_info=(), next_step_type=next_step_type, reward=reward,
+        discount=discount))
     steps += 1
-
-    # Plain comparisons: TimeStep.is_last() checks for TF tensors at a cost
-    # larger than a CartPole step.
-    if time_step.step_type != StepType.LAST:
-      episode_return += float(next_time_step.reward)
-      episode_length += 1
-    if next_time_step.step_type == StepType.LAST:
+    episode_return += float(reward)
+    episode_length += 1
+    if last:
+      # The boundary step (last -> first) that TF-Agents' auto-reset makes
+      # carries the episode's last observation into replay; no env step and
+      # no policy call, so it is not counted as one.
+      experience_writer.write(trajectory_lib.Trajectory(
+          step_type=_LAST, observation=next_observation,
+          action=boundary_action, policy_info=(), next_step_type=_FIRST,
+          reward=_ZERO, discount=_ONE))
       recent_returns.append(episode_return)
       recent_lengths.append(episode_length)
       episodes += 1
       episode_return, episode_length = 0.0, 0
-    time_step = next_time_step
+      observation, step_type = stepper.reset(), _FIRST
+    else:
+      observation, step_type = next_observation, _MID
 
     if time.monotonic() >= next_status_time:
       rate = steps_per_second.rate(steps)
       mean_return = (float(np.mean(recent_returns)) if recent_returns
                      else None)
+      status = report(env_steps_per_second=rate, episode_return=mean_return,
+                      model_pull_seconds=pull_seconds,
+                      replay_blocked_seconds=experience_writer.blocked_seconds)
       with summary_writer.as_default(step=steps):
         tf.summary.scalar('actor/env_steps_per_second', rate)
         tf.summary.scalar('actor/model_version', policy.version)
         tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
+        tf.summary.scalar('actor/model_share', status['recent_model_share'])
+        tf.summary.scalar('actor/refused_versions',
+                          status['refused_versions'])
+        if status['last_refusal']:
+          tf.summary.text('actor/last_refusal', status['last_refusal'])
         for name, value in exploration.summary(steps).items():
           tf.summary.scalar(f'actor/{name}', value)
         if mean_return is not None:
           tf.summary.scalar('actor/episode_return', mean_return)
           tf.summary.scalar('actor/episode_length', np.mean(recent_lengths))
-      metrics.write_status(
-          root_dir, role, env_steps=steps, episodes=episodes,
-          env_steps_per_second=rate, model_version=policy.version,
-          episode_return=mean_return, model_pull_seconds=pull_seconds,
-          replay_blocked_seconds=experience_writer.blocked_seconds,
-          precision=precision)
+      metrics.write_status(root_dir, role, **status)
+      recent_steps, recent_steps_without_model = steps, steps_without_model
       recent_returns, recent_lengths = [], []
       next_status_time = time.monotonic() + status_interval_s
 
   experience_writer.close()
   watchdog.stop()
   summary_writer.close()
-  metrics.write_status(root_dir, role, env_steps=steps, episodes=episodes,
-                       model_version=policy.version, precision=precision,
-                       stopped=True)
+  metrics.write_status(root_dir, role, **report(stopped=True))
   return steps

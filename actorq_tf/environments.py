@@ -5,14 +5,19 @@ Suite task as 'domain-task' ('cartpole-balance', 'humanoid-walk'), whose
 observations are flattened to one float32 vector.
 """
 import os
+from typing import Optional, Tuple
 import warnings
 
 import gin
 import gym
 import numpy as np
+import tensorflow as tf
+from tf_agents.environments import dm_control_wrapper
+from tf_agents.environments import gym_wrapper
 from tf_agents.environments import py_environment
 from tf_agents.environments import suite_gym
 from tf_agents.environments import wrappers
+from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf.errors import ActorQError
 
@@ -124,3 +129,91 @@ def policy_output_size(env: py_environment.PyEnvironment) -> int:
   action for discrete actions, the action vector for continuous ones."""
   return (check_discrete_actions(env) if is_discrete(env)
           else check_continuous_actions(env))
+
+
+# observation, reward, discount, and whether the step ended the episode.
+Step = Tuple[np.ndarray, np.float32, np.float32, bool]
+
+
+class DirectSteps:
+  """The actor's hot path into an environment loaded here.
+
+  `reset()` gives the first observation and `step(action)` the next
+  observation, reward, discount and whether the episode ended, with the
+  values, dtypes and time limit of the TF-Agents environment it was taken
+  from, on the same underlying environment (so its seed holds).
+
+  Why not `env.step`: TF-Agents' PyEnvironment.step checks for an
+  auto-reset, builds a TimeStep and converts nests at every wrapper layer.
+  On this machine that cost 9x a CartPole-v1 gym step (176 us against 10
+  us) and 0.75x a walker-stand physics step (921 us against 528 us), more
+  than a full-int8 call of a 2048x2048x2048 policy. Environments whose
+  wrapper chain is not one this module builds are stepped through
+  TF-Agents as before.
+  """
+
+  def __init__(self, env: py_environment.PyEnvironment):
+    self._env = env
+    self._duration: Optional[int] = None
+    self._observation_dtype = env.observation_spec().dtype
+    self._discrete = is_discrete(env)
+    self._gym = None
+    self._dm_env = None
+    inner = env
+    if isinstance(inner, _SeedableControlSuiteTask):
+      inner = inner._env  # pylint: disable=protected-access
+      if isinstance(inner, wrappers.FlattenObservationsWrapper):
+        inner = self._unwrap_time_limit(inner._env)  # pylint: disable=protected-access
+        if isinstance(inner, dm_control_wrapper.DmControlWrapper):
+          self._dm_env = inner._env  # pylint: disable=protected-access
+    else:
+      inner = self._unwrap_time_limit(inner)
+      if isinstance(inner, gym_wrapper.GymWrapper):
+        self._gym = inner.gym
+    self._steps = 0
+
+  def _unwrap_time_limit(self, env):
+    if isinstance(env, wrappers.TimeLimit):
+      self._duration = env.duration
+      return env._env  # pylint: disable=protected-access
+    return env
+
+  @property
+  def direct(self) -> bool:
+    """False if steps go through TF-Agents' wrappers."""
+    return self._gym is not None or self._dm_env is not None
+
+  def reset(self) -> np.ndarray:
+    self._steps = 0
+    if self._gym is not None:
+      return np.asarray(self._gym.reset(), self._observation_dtype)
+    if self._dm_env is not None:
+      return self._flatten(self._dm_env.reset().observation)
+    return self._env.reset().observation
+
+  def step(self, action) -> Step:
+    self._steps += 1
+    out_of_time = self._duration is not None and self._steps >= self._duration
+    if self._gym is not None:
+      observation, reward, done, _ = self._gym.step(
+          action.item() if self._discrete else action)
+      return (np.asarray(observation, self._observation_dtype),
+              np.float32(reward), np.float32(0.0 if done else 1.0),
+              done or out_of_time)
+    if self._dm_env is not None:
+      time_step = self._dm_env.step(action)
+      return (self._flatten(time_step.observation),
+              np.float32(time_step.reward or 0.0),
+              np.float32(1.0 if time_step.discount is None
+                         else time_step.discount),
+              time_step.last() or out_of_time)
+    time_step = self._env.step(action)
+    return (time_step.observation, time_step.reward, time_step.discount,
+            time_step.step_type == StepType.LAST)
+
+  @staticmethod
+  def _flatten(observation) -> np.ndarray:
+    # What DmControlWrapper and FlattenObservationsWrapper do, in their
+    # order: each feature to float32, flattened in tf.nest's order.
+    return np.concatenate([np.asarray(x, np.float32).reshape(-1)
+                           for x in tf.nest.flatten(observation)])

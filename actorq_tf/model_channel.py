@@ -129,7 +129,12 @@ class ModelPublisher:
 
 
 class ModelPuller:
-  """Actor side: fetches the newest model of one precision if it is new."""
+  """Actor side: fetches the newest model of one precision if it is new.
+
+  Keeps count of the versions it refused, so that an actor that cannot run
+  what the learner publishes says so (status files, TensorBoard, the
+  launcher) instead of acting at random unnoticed.
+  """
 
   def __init__(self, client: reverb.Client, precision: str,
                server_timeout_s: float = 10.0):
@@ -138,9 +143,20 @@ class ModelPuller:
     self._table = model_table_name(precision)
     self._server_timeout_s = server_timeout_s
     self._refused_versions = set()
+    # The table's insert count when it was last sampled: a paper-size model
+    # is megabytes, and sampling it again only to find the same version
+    # would cost the actor a transfer at every pull.
+    self._sampled_at_inserts = None
     self.version = 0
+    self.consecutive_refusals = 0  # Refused since the last accepted model.
+    self.last_refusal = ''
 
-  def _has_model(self) -> bool:
+  @property
+  def refused_count(self) -> int:
+    return len(self._refused_versions)
+
+  def _inserts_if_any(self) -> Optional[int]:
+    """The table's insert count, or None while it holds no model."""
     # Sampling an empty table blocks on its rate limiter, and a restarted
     # server without a checkpoint has an empty table again: ask every time.
     # Sampling also waits, with no timeout, while the server is down; asking
@@ -150,7 +166,9 @@ class ModelPuller:
     if self._table not in info:
       raise ActorQError(f'the Reverb server has no table {self._table!r}: '
                         'is it serving this precision?')
-    return info[self._table].current_size > 0
+    if info[self._table].current_size == 0:
+      return None
+    return info[self._table].rate_limiter_info.insert_stats.completed
 
   def pull_newer(self) -> Optional[PublishedModel]:
     """The newest model if its version is above the one in use, else None.
@@ -158,10 +176,12 @@ class ModelPuller:
     A model whose bytes fail their checksum or whose precision is not the
     one asked for is refused with a warning (once per version).
     """
-    if not self._has_model():
+    inserts = self._inserts_if_any()
+    if inserts is None or inserts == self._sampled_at_inserts:
       return None
     sample = next(self._client.sample(self._table, num_samples=1,
                                       emit_timesteps=False))
+    self._sampled_at_inserts = inserts
     # Each column holds the one step that `insert` wrote.
     columns = [np.asarray(column)[0] for column in sample.data]
     version = int(columns[0])
@@ -183,6 +203,8 @@ class ModelPuller:
   def refuse(self, model: PublishedModel, reason: str) -> None:
     """Never takes this version; logs why once."""
     self._refused_versions.add(model.version)
+    self.consecutive_refusals += 1
+    self.last_refusal = f'version {model.version}: {reason}'
     logging.warning('Refusing %s model version %d: %s; keeping version %d.',
                     self._precision, model.version, reason, self.version)
 
@@ -192,6 +214,7 @@ class ModelPuller:
       raise ValueError(f'model version {model.version} is not newer than '
                        f'{self.version}')
     self.version = model.version
+    self.consecutive_refusals = 0
 
 
 def policy_variables(network_variables, version):

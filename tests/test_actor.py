@@ -81,7 +81,7 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
                  publish_variables=False)
   assert not policy.update(wait=True)
   assert policy.version == 10
-  assert policy.greedy_action(env.reset()) in (0, 1)
+  assert policy.greedy_action(env.reset().observation) in (0, 1)
 
 
 def _insert_model(client, model, digest=None):
@@ -102,8 +102,8 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
   policy = actor.TFLiteActorPolicy(client, 'int8', env)
   assert policy.update(wait=True)
   good = model_channel.ModelPuller(client, 'int8').pull_newer()
-  time_step = env.reset()
-  action = policy.greedy_action(time_step)
+  observation = env.reset().observation
+  action = policy.greedy_action(observation)
 
   corrupt = [
       # Bytes that are not a TFLite model, with a checksum that matches.
@@ -125,7 +125,7 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
   assert not policy.update(wait=True)
 
   assert policy.version == 10
-  assert policy.greedy_action(time_step) == action
+  assert policy.greedy_action(observation) == action
   _insert_model(client, model_channel.PublishedModel(
       15, 'int8', good.model_bytes, good.normalizer))
   assert policy.update(wait=True)
