@@ -91,6 +91,7 @@ class TFLiteActorPolicy:
     """What the actor refused of what the learner published."""
     return {'refused_versions': self._puller.refused_count,
             'consecutive_refusals': self._puller.consecutive_refusals,
+            'refusing_since': self._puller.refusing_since,
             'last_refusal': self._puller.last_refusal}
 
   def update(self, wait: bool = False) -> bool:
@@ -122,7 +123,7 @@ class TFLiteActorPolicy:
           published.model_bytes, published.normalizer,
           self._observation_shape, self._output_size), None
     except ActorQError as e:
-      return published, None, str(e)
+      return published, None, e.message
 
   def greedy_action(self, observation: np.ndarray):
     """The model's action: an int (discrete) or an array (continuous), or
@@ -177,7 +178,7 @@ class TFActorPolicy:
   def refusals(self) -> Dict[str, object]:
     # fp32 variables of the learner's own network: nothing to refuse.
     return {'refused_versions': 0, 'consecutive_refusals': 0,
-            'last_refusal': ''}
+            'refusing_since': None, 'last_refusal': ''}
 
   def update(self) -> bool:
     if not self._has_variables:

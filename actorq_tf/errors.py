@@ -7,3 +7,9 @@ class ActorQError(Exception):
   Binaries print its message on one line and exit non-zero instead of showing
   a traceback.
   """
+
+  def __init__(self, message: str):
+    super().__init__(message)
+    # gin appends "In call to configurable ..." lines to str() of exceptions
+    # that pass through a configurable; the message alone stays here.
+    self.message = message

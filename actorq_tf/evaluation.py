@@ -139,7 +139,7 @@ def run_evaluator(root_dir: str,
           model.model_bytes, model.normalizer, env.observation_spec().shape,
           environments.policy_output_size(env))
     except ActorQError as e:
-      puller.refuse(model, str(e))
+      puller.refuse(model, e.message)
       continue
     puller.accept(model)
     int8_returns = greedy_returns(

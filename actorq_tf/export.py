@@ -139,7 +139,7 @@ def _outputs_or_failure(model_bytes, policy_network, observations,
   try:
     outputs = TFLiteModel(model_bytes, normalizer).outputs(observations)
   except ActorQError as e:
-    return ModelCheck(False, str(e), {})
+    return ModelCheck(False, e.message, {})
   if not np.all(np.isfinite(outputs)):
     return ModelCheck(False, 'the model gives non-finite outputs', {})
   return reference, outputs

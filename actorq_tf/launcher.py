@@ -133,12 +133,19 @@ class _Interrupted:
 @gin.configurable
 def run_local(settings: RunSettings,
               target_return: float = gin.REQUIRED,
+              max_refused_versions: int = 3,
+              max_refusing_s: float = 600.0,
               log=functools.partial(print, flush=True)) -> Dict:
   """Trains until the target, a budget, a failure or Ctrl-C; returns summary.
 
   Args:
     settings: what to run and where.
     target_return: mean greedy eval return (10 episodes) that ends the run.
+    max_refused_versions: the run fails when an actor has refused this many
+      published versions in a row: it would go on training on random
+      actions.
+    max_refusing_s: ... or when an actor has refused every version for this
+      many seconds.
     log: where progress lines go.
   """
   root_dir = settings.root_dir
@@ -211,6 +218,7 @@ def run_local(settings: RunSettings,
     # Results of an earlier launch of a resumed run do not end this one.
     seen_results = len(evaluation.read_results(root_dir))
     chaos_killed = set()
+    refusals = _RefusalWatch(max_refused_versions, max_refusing_s)
     while True:
       time.sleep(0.5)
       for role in roles:
@@ -226,6 +234,7 @@ def run_local(settings: RunSettings,
             [round(time.monotonic() - start, 1), victim.name])
         next_chaos_kill += settings.chaos_kill_interval_s
       progress = _progress(root_dir, settings.num_actors)
+      refusals.check(progress['actors'])
       results = evaluation.read_results(root_dir)
       for result in results[seen_results:]:
         if result[summary['target_metric']] >= target_return:
@@ -260,7 +269,7 @@ def run_local(settings: RunSettings,
       if status != 'failed':
         break
   except ActorQError as e:
-    error = str(e)
+    error = e.message
   finally:
     log(f'Stopping ({status if error is None else "a role failed"}).')
     _stop_roles(roles, settings.shutdown_grace_s)
@@ -280,6 +289,12 @@ def run_local(settings: RunSettings,
       model_path=os.path.join(root_dir, 'models', 'policy_int8.tflite'),
       model_update_bytes=progress['model_update_bytes'].get(
           settings.actor_precision),
+      # Share of each actor's env steps whose action a model chose (the
+      # rest came before its first model) and versions it refused.
+      actor_model_share={f'actor_{i}': a.get('model_share')
+                         for i, a in enumerate(progress['actors'])},
+      actor_refused_versions={f'actor_{i}': a.get('refused_versions', 0)
+                              for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles})
   if meter:
@@ -390,11 +405,34 @@ def _wait_for_role_server(server: RoleProcess, address: str,
   raise ActorQError(f'the Reverb server did not start at {address}')
 
 
+class _RefusalWatch:
+  """Fails the run when an actor keeps refusing what the learner publishes."""
+
+  def __init__(self, max_versions: int, max_seconds: float):
+    self._max_versions = max_versions
+    self._max_seconds = max_seconds
+
+  def check(self, actors: List[Dict]) -> None:
+    for index, actor in enumerate(actors):
+      refused = actor.get('consecutive_refusals', 0)
+      if not refused:
+        continue
+      seconds = time.time() - actor.get('refusing_since', time.time())
+      if refused >= self._max_versions or seconds >= self._max_seconds:
+        raise ActorQError(
+            f'actor_{index} refused {refused} model version(s) in a row, '
+            f'the first {seconds:.0f} s ago, and acts with model version '
+            f'{actor.get("model_version", 0)} (0: random actions); the run '
+            'stops rather than train on that. Last refusal: '
+            f'{actor.get("last_refusal")}')
+
+
 def _progress(root_dir: str, num_actors: int) -> Dict:
   actors = [metrics.read_status(root_dir, f'actor_{i}') or {}
             for i in range(num_actors)]
   learner = metrics.read_status(root_dir, 'learner') or {}
   return {
+      'actors': actors,
       'env_steps': sum(a.get('env_steps', 0) for a in actors),
       'env_steps_per_second': sum(a.get('env_steps_per_second', 0.0)
                                   for a in actors),
@@ -411,6 +449,15 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
           f'{progress["train_steps"]:,} '
           f'({progress["train_steps_per_second"]:,.0f}/s) | actor model '
           f'v{min(progress["model_versions"] or [0])}')
+  actors = progress['actors']
+  random_share = max((1.0 - a.get('recent_model_share', 0.0) for a in actors
+                      if a.get('env_steps')), default=0.0)
+  if random_share >= 0.005:
+    line += f' ({random_share:.0%} of recent steps random: no model)'
+  for index, actor in enumerate(actors):
+    if actor.get('consecutive_refusals'):
+      line += (f' | actor_{index} REFUSED {actor["consecutive_refusals"]} '
+               f'version(s), last {actor.get("last_refusal")}')
   if results:
     r = results[-1]
     line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '

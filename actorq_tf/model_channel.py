@@ -149,6 +149,7 @@ class ModelPuller:
     self._sampled_at_inserts = None
     self.version = 0
     self.consecutive_refusals = 0  # Refused since the last accepted model.
+    self.refusing_since: Optional[float] = None  # time.time() of the first.
     self.last_refusal = ''
 
   @property
@@ -203,6 +204,8 @@ class ModelPuller:
   def refuse(self, model: PublishedModel, reason: str) -> None:
     """Never takes this version; logs why once."""
     self._refused_versions.add(model.version)
+    if not self.consecutive_refusals:
+      self.refusing_since = time.time()
     self.consecutive_refusals += 1
     self.last_refusal = f'version {model.version}: {reason}'
     logging.warning('Refusing %s model version %d: %s; keeping version %d.',
@@ -215,6 +218,7 @@ class ModelPuller:
                        f'{self.version}')
     self.version = model.version
     self.consecutive_refusals = 0
+    self.refusing_since = None
 
 
 def policy_variables(network_variables, version):

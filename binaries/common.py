@@ -75,7 +75,8 @@ def run(main):
     try:
       main(argv)
     except ActorQError as e:
-      print(f'{sys.argv[0].split("/")[-1]}: error: {e}', file=sys.stderr)
+      print(f'{sys.argv[0].split("/")[-1]}: error: {e.message}',
+            file=sys.stderr)
       sys.exit(1)
     # The role has written and closed everything it keeps. Interpreter
     # shutdown can still block on Reverb's and tf.data's C++ threads (a
