@@ -180,7 +180,8 @@ class TFActorPolicy:
     return {'refused_versions': 0, 'consecutive_refusals': 0,
             'refusing_since': None, 'last_refusal': ''}
 
-  def update(self) -> bool:
+  def update(self, wait: bool = False) -> bool:
+    del wait  # Variables are taken as they come, without a check.
     if not self._has_variables:
       info = self._client.server_info(timeout=10)
       self._has_variables = (
@@ -213,6 +214,7 @@ def run_actor(root_dir: str,
               epsilon_decay_steps: int = 10_000,
               status_interval_s: float = 5.0,
               server_timeout_s: float = 120.0,
+              wait_for_first_model_s: float = 0.0,
               should_stop=lambda: False) -> int:
   """Collects experience until `max_env_steps` (0: until stopped).
 
@@ -235,6 +237,10 @@ def run_actor(root_dir: str,
     status_interval_s: seconds between TensorBoard points and status files.
     server_timeout_s: how long the Reverb server may not answer before the
       actor gives up; meanwhile it keeps its environment and model.
+    wait_for_first_model_s: 0 acts at random until the first model arrives
+      (warm-up, counted in `steps_without_model`); more waits up to this
+      long for one before the first step and fails if none is accepted
+      (benchmarks measure only steps that a model chose).
     should_stop: polled every step; SIGTERM handling sets it in binaries.
 
   Returns:
@@ -307,6 +313,9 @@ def run_actor(root_dir: str,
                 steps_without_model=steps_without_model, model_share=share,
                 recent_model_share=recent_share, **refusals, **extra)
 
+  if wait_for_first_model_s:
+    _wait_for_first_model(policy, wait_for_first_model_s)
+  loop_start = time.monotonic()
   observation, step_type = stepper.reset(), _FIRST
   while not should_stop() and not (max_env_steps and steps >= max_env_steps):
     watchdog.beat()
@@ -383,5 +392,20 @@ def run_actor(root_dir: str,
   experience_writer.close()
   watchdog.stop()
   summary_writer.close()
-  metrics.write_status(root_dir, role, **report(stopped=True))
+  # Seconds of this run's env loop, model pulls included: its steps/s
+  # without process start-up or the wait for a first model.
+  metrics.write_status(root_dir, role, **report(
+      stopped=True, loop_seconds=time.monotonic() - loop_start))
   return steps
+
+
+def _wait_for_first_model(policy, timeout_s: float) -> None:
+  deadline = time.monotonic() + timeout_s
+  while not policy.update(wait=True):
+    if time.monotonic() >= deadline:
+      refusals = policy.refusals()
+      raise ActorQError(
+          f'no model was accepted within {timeout_s:g} s (refused '
+          f'{refusals["refused_versions"]}; last: '
+          f'{refusals["last_refusal"] or "none"})')
+    time.sleep(0.2)

@@ -6,6 +6,7 @@ import pytest
 import reverb
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
+from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import actor
 from actorq_tf import metrics
@@ -145,3 +146,62 @@ def test_actor_epsilons_spread_like_ape_x():
   assert epsilons[-1] == pytest.approx(0.4 ** 8)
   assert epsilons == sorted(epsilons, reverse=True)
   assert actor.actor_epsilon(0, 1, base_epsilon=0.05) == 0.05
+
+
+@pytest.fixture
+def paper_size_control_suite_server():
+  """A real Reverb server for D4PG on cartpole-balance with ActorQ's
+  2048x2048x2048 policy, and actors without exploration noise."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from actorq_tf import config  # pylint: disable=g-import-not-at-top
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  from actorq_tf import server  # pylint: disable=g-import-not-at-top
+  config.parse_gin(['d4pg_cartpole_balance.gin'], [
+      'create_actor_network.fc_layer_params = (2048, 2048, 2048)',
+      'DistributionalCriticNetwork.fc_layer_params = (64, 64)',
+      'load_environment.max_episode_steps = 200',
+      'replay_table.min_size_to_sample = 100',
+      'replay_table.samples_per_insert_tolerance = 1000.0',
+      'actor_sigma.sigma = 0.0'])
+  reverb_server = reverb.Server(
+      server.create_tables(environments.load_environment()), port=None)
+  yield f'localhost:{reverb_server.port}'
+  reverb_server.stop()
+  gin.clear_config()
+
+
+def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
+    paper_size_control_suite_server, tmp_path):
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  from actorq_tf import export  # pylint: disable=g-import-not-at-top
+  from actorq_tf.tflite_policy import TFLiteModel  # pylint: disable=g-import-not-at-top
+  address = paper_size_control_suite_server
+  env = environments.load_environment()
+  client = model_channel.wait_for_server(address, 10)
+  publisher = model_channel.ModelPublisher(client)
+  exporter = export.PolicyExporter(
+      networks.policy_network_for(env), env.action_spec(), ['int8'],
+      publisher.publish_exports, str(tmp_path / 'models'))
+  rng = np.random.default_rng(0)
+  observations = rng.normal(size=(256, 5)).astype(np.float32)
+  (result,) = exporter.export(7, observations)
+  assert result.check.passed, result.check.reason
+  assert len(result.model_bytes) > 8_000_000  # 2048x2048x2048 in int8
+
+  env_steps = 500
+  actor.run_actor(str(tmp_path), address, max_env_steps=env_steps,
+                  wait_for_first_model_s=60)
+  status = metrics.read_status(str(tmp_path), 'actor_0')
+  assert status['model_version'] == 7
+  assert status['steps_without_model'] == 0
+  assert status['model_share'] == 1.0
+  assert status['refused_versions'] == 0
+
+  # Without noise, every action in replay is the model's own action.
+  model = TFLiteModel(result.model_bytes, result.normalizer)
+  for item in reverb.Client(address).sample(replay.REPLAY_TABLE,
+                                            num_samples=50):
+    step_type, observation, action = item[0].data[:3]
+    assert step_type != StepType.LAST  # a window starts before its boundary
+    np.testing.assert_allclose(action, np.clip(model.action(observation),
+                                               -1.0, 1.0), atol=1e-6)
