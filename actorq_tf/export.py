@@ -19,6 +19,7 @@ from tf_agents.networks import network as network_lib
 
 from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import metrics
+from actorq_tf import model_channel
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
@@ -108,6 +109,58 @@ def convert(policy_network: network_lib.Network, precision: str,
     message = str(e).strip().splitlines()
     raise ActorQError(f'{precision} TFLite conversion failed: '
                       f'{message[0] if message else type(e).__name__}') from e
+
+
+# Bytes per weight that each precision stores, and the dtypes of its
+# weight matrices, input and output tensors.
+_STORAGE = {
+    'fp32': (4, np.float32, np.float32),
+    'fp16': (2, np.float16, np.float32),
+    DYNAMIC_RANGE_INT8: (1, np.int8, np.float32),
+    'int8': (1, np.int8, np.int8),
+}
+
+
+def check_precision(model_bytes: bytes, precision: str,
+                    parameter_count: int) -> None:
+  """Raises ActorQError unless the model is stored as `precision` says.
+
+  Every weight matrix must have the precision's dtype, the input and output
+  the dtype the precision runs (int8 only for full int8), and the bytes must
+  be close to parameter_count times the precision's bytes per weight.
+  """
+  weight_bytes, weight_dtype, io_dtype = _STORAGE[precision]
+  interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  matrices = [t for t in interpreter.get_tensor_details()
+              if len(t['shape']) == 2 and min(t['shape']) > 1]
+  # fp16 and int8 weights may have float32 copies made at load time; what
+  # counts is that the stored weights hold most parameters (dynamic-range
+  # quantization leaves matrices under 1,024 weights in float).
+  stored = sum(int(np.prod(t['shape'])) for t in matrices
+               if t['dtype'] == weight_dtype)
+  other = sorted({np.dtype(t['dtype']).name for t in matrices
+                  if t['dtype'] != weight_dtype})
+  io_dtypes = {np.dtype(d['dtype']).name for d in
+               interpreter.get_input_details() +
+               interpreter.get_output_details()}
+  expected = parameter_count * weight_bytes
+  # Biases (int32 in int8 models) and the flatbuffer's own tables on top.
+  low, high = 0.9 * expected, 1.25 * expected + 32_768
+  problems = []
+  if stored < 0.8 * parameter_count:
+    problems.append(f'{stored:,} of {parameter_count:,} parameters in '
+                    f'{np.dtype(weight_dtype).name} weight matrices')
+  if precision == 'fp32' and other:
+    problems.append(f'weight matrices of {other}')
+  if io_dtypes != {np.dtype(io_dtype).name}:
+    problems.append(f'input and output {sorted(io_dtypes)}, not '
+                    f'{np.dtype(io_dtype).name}')
+  if not low <= len(model_bytes) <= high:
+    problems.append(f'{len(model_bytes):,} bytes, outside {low:,.0f} to '
+                    f'{high:,.0f} for {parameter_count:,} parameters')
+  if problems:
+    raise ActorQError(f'the {precision} model is not what it names: ' +
+                      '; '.join(problems))
 
 
 @dataclasses.dataclass
@@ -257,6 +310,10 @@ class PolicyExporter:
                model_dir: str,
                min_agreement: float = 0.75,
                max_mean_action_error: float = 0.1):
+    for precision in precisions:
+      # Before any training: the size follows from the parameter count.
+      model_channel.check_model_size(
+          precision, _STORAGE[precision][0] * policy_network.count_params())
     self._policy_network = policy_network
     self._snapshot_network = policy_network.copy(name='ExportSnapshot')
     self._snapshot_network.create_variables(policy_network.input_tensor_spec)

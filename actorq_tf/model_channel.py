@@ -26,6 +26,20 @@ VERSION_KEY = 'version'
 SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
+# The largest model one Reverb item carries here: 1.1 GB went through a local
+# server in 23 s (insert) and 2.7 s (sample); protobuf caps a message at 2 GB.
+MAX_MODEL_BYTES = 1 << 30
+
+
+def check_model_size(precision: str, model_bytes: int) -> None:
+  """Raises ActorQError if a model of this size cannot be published."""
+  if model_bytes > MAX_MODEL_BYTES:
+    raise ActorQError(
+        f'the {precision} model is {model_bytes:,} bytes, over the '
+        f'{MAX_MODEL_BYTES:,} bytes that one model update through Reverb '
+        'may carry; use int8 or a smaller policy network')
+
+
 def model_table_name(precision: str) -> str:
   return f'model_{precision}'
 
@@ -118,6 +132,7 @@ class ModelPublisher:
         table=VARIABLES_TABLE)
 
   def publish(self, model: PublishedModel) -> None:
+    check_model_size(model.precision, len(model.model_bytes))
     self._client.insert(
         [np.int64(model.version),
          np.array(model.precision.encode(), dtype=object),

@@ -2,8 +2,14 @@
 
 Each actor does the real work (env step, policy, exploration, Reverb
 writes) against a real Reverb server whose replay never blocks inserts, so
-the figure is the actor's own speed. The env-only loop (random actions, no
-policy, no Reverb) is the limit an actor can approach.
+the figure is the actor's own speed. Each row proves what it measures: the
+actor waits for its first model, its rate counts only its env loop, and
+the share of its steps that the model chose must be at least 0.99.
+
+The env-only loop (random actions, no policy, no Reverb, stepping the
+environment the way actors do) and the interpreter's invoke time are the
+limit an actor can approach: efficiency = (env step time + invoke time) /
+actor step time.
 
   .venv/bin/python -m benchmarks.actor_throughput [--env_steps 20000]
   .venv/bin/python -m benchmarks.actor_throughput \\
@@ -23,6 +29,7 @@ from actorq_tf import actor
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
+from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
@@ -37,6 +44,8 @@ flags.DEFINE_integer('repeats', 3, 'Measurements per row; the median counts.')
 FLAGS = flags.FLAGS
 
 ENV_ONLY = 'env_only'
+ENV_ONLY_TF_AGENTS = 'env_only_tf_agents'
+MIN_MODEL_SHARE = 0.99
 # Row -> (actor precision, env steps between model or variable pulls).
 ACTOR_ROWS = {
     'int8': ('int8', 100),
@@ -47,6 +56,7 @@ ACTOR_ROWS = {
 }
 ROW_NAMES = {
     ENV_ONLY: 'env only (random actions, no policy, no Reverb)',
+    ENV_ONLY_TF_AGENTS: "env only, through TF-Agents' PyEnvironment",
     'int8': 'int8 TFLite actor (pull every 100 steps)',
     'fp16': 'fp16 TFLite actor (pull every 100 steps)',
     'fp32': 'fp32 TFLite actor (pull every 100 steps)',
@@ -67,6 +77,7 @@ def _unthrottled_tables(env):
 
 
 def _publish_all_precisions(address, env):
+  """Publishes a model of every TFLite precision; returns them by precision."""
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
   exporter = export.PolicyExporter(
@@ -78,10 +89,12 @@ def _publish_all_precisions(address, env):
   if failed:
     raise ActorQError(f'models not published, actors would act at random: '
                       f'{failed}')
-  return {r.precision: len(r.model_bytes) for r in results}
+  return {r.precision: r for r in results}
 
 
-def _env_only(env, steps):
+def _env_only(env, steps, direct=True):
+  """Env steps/s under random actions, stepped as actors step (`direct`) or
+  through TF-Agents' PyEnvironment."""
   rng = np.random.default_rng(0)
   spec = env.action_spec()
   if environments.is_discrete(env):
@@ -89,20 +102,35 @@ def _env_only(env, steps):
   else:
     actions = rng.uniform(spec.minimum, spec.maximum, (steps,) + spec.shape)
   actions = actions.astype(spec.dtype)
-  env.reset()
-  start = time.perf_counter()
-  for action in actions:
-    if env.step(action).is_last():
-      env.reset()
+  if direct:
+    stepper = environments.DirectSteps(env)
+    stepper.reset()
+    start = time.perf_counter()
+    for action in actions:
+      if stepper.step(action)[3]:
+        stepper.reset()
+  else:
+    env.reset()
+    start = time.perf_counter()
+    for action in actions:
+      if env.step(action).is_last():
+        env.reset()
   return steps / (time.perf_counter() - start)
 
 
 def _actor(address, precision, steps, pull_interval):
-  start = time.perf_counter()
-  actor.run_actor(tempfile.mkdtemp(), address, precision=precision,
+  """(env steps/s of the actor's loop, share of steps its model chose)."""
+  root_dir = tempfile.mkdtemp()
+  actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
-                  epsilon_decay_steps=0)
-  return steps / (time.perf_counter() - start)
+                  epsilon_decay_steps=0, wait_for_first_model_s=120)
+  status = metrics.read_status(root_dir, 'actor_0')
+  if status['model_share'] < MIN_MODEL_SHARE:
+    raise ActorQError(
+        f'{precision} actor: only {status["model_share"]:.3f} of its steps '
+        f'came from a model (at least {MIN_MODEL_SHARE} needed); refusals: '
+        f'{status["last_refusal"] or "none"}')
+  return status['env_steps'] / status['loop_seconds'], status['model_share']
 
 
 def measure(env_steps: int, repeats: int) -> dict:
@@ -111,26 +139,46 @@ def measure(env_steps: int, repeats: int) -> dict:
   reverb_server = reverb.Server(_unthrottled_tables(env), port=None)
   address = f'localhost:{reverb_server.port}'
   try:
-    model_bytes = _publish_all_precisions(address, env)
-    measurements = {ENV_ONLY: lambda: _env_only(env, 2 * env_steps)}
+    models = _publish_all_precisions(address, env)
+    observations = common.random_walk_observations(env, 50)
+    measurements = {
+        ENV_ONLY: lambda: (_env_only(env, 2 * env_steps), None),
+        ENV_ONLY_TF_AGENTS: lambda: (_env_only(env, 2 * env_steps, False),
+                                     None)}
     for row, (precision, pull_interval) in ACTOR_ROWS.items():
       steps = env_steps // 4 if precision == 'tf' else env_steps
       measurements[row] = (lambda p=precision, s=steps, i=pull_interval:
                            _actor(address, p, s, i))
     # Rows take turns, so drift in the machine's speed hits every row alike.
     samples = {row: [] for row in measurements}
+    shares = {row: [] for row in ACTOR_ROWS}
+    invoke_samples = {precision: [] for precision in models}
     for _ in range(repeats):
       for row, run in measurements.items():
-        samples[row].append(run())
+        rate, share = run()
+        samples[row].append(rate)
+        if share is not None:
+          shares[row].append(share)
+      for precision, result in models.items():
+        invoke_samples[precision].append(common.seconds_per_call(
+            common.invoke_only(result.model_bytes), observations, 500))
   finally:
     reverb_server.stop()
+  rates = {row: float(np.median(s)) for row, s in samples.items()}
+  invoke_us = {p: float(np.median(s)) * 1e6
+               for p, s in invoke_samples.items()}
+  env_step_us = 1e6 / rates[ENV_ONLY]
   return {
       **common.describe(env, networks.policy_network_for(env)),
       'env_steps': env_steps, 'repeats': repeats,
-      'steps_per_second': {row: float(np.median(s))
-                           for row, s in samples.items()},
+      'steps_per_second': rates,
       'samples': samples,
-      'model_bytes': model_bytes,
+      'model_share': {row: min(s) for row, s in shares.items()},
+      'invoke_us': invoke_us,
+      # (env step + invoke) / actor step, for the TFLite rows.
+      'efficiency': {p: (env_step_us + invoke_us[p]) * rates[p] / 1e6
+                     for p in models},
+      'model_bytes': {p: len(r.model_bytes) for p, r in models.items()},
   }
 
 
@@ -139,8 +187,14 @@ def print_table(figures: dict) -> None:
   print(f'\nActor env steps/s, {figures["environment"]}, {figures["network"]}'
         f', median of {figures["repeats"]}, one process, this machine:')
   for row, rate in rates.items():
+    share = figures['model_share'].get(row)
+    efficiency = figures['efficiency'].get(row)
     print(f'  {ROW_NAMES[row]:52s} {rate:10,.0f}   int8 / this = '
-          f'{rates["int8"] / rate:5.2f}')
+          f'{rates["int8"] / rate:6.2f}' +
+          ('' if share is None else f'   model share {share:.3f}') +
+          ('' if efficiency is None else f'   efficiency {efficiency:.2f}'))
+  print('Invoke us:', json.dumps({p: round(us, 1) for p, us in
+                                  figures['invoke_us'].items()}))
   print('Model bytes:', json.dumps(figures['model_bytes']))
 
 

@@ -1,9 +1,11 @@
 """What the benchmarks share: observations to measure on, the usual flags."""
 import json
+import time
 
 from absl import flags
 import gin
 import numpy as np
+import tensorflow as tf
 
 from actorq_tf import environments
 
@@ -44,3 +46,18 @@ def describe(env, policy_network) -> dict:
   return {'environment': gin.query_parameter('load_environment.env_name'),
           'network': (f'{env.observation_spec().shape[0]} -> '
                       f'{"x".join(map(str, layers))}')}
+
+
+def seconds_per_call(act, inputs, calls: int) -> float:
+  """Mean seconds of `act(input)` over `calls` calls, cycling the inputs."""
+  start = time.perf_counter()
+  for i in range(calls):
+    act(inputs[i % len(inputs)])
+  return (time.perf_counter() - start) / calls
+
+
+def invoke_only(model_bytes: bytes):
+  """The interpreter alone, without the actor's Python around it."""
+  interpreter = tf.lite.Interpreter(model_content=model_bytes, num_threads=1)
+  interpreter.allocate_tensors()
+  return lambda _: interpreter.invoke()

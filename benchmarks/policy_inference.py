@@ -37,20 +37,6 @@ FLAGS = flags.FLAGS
 PRECISIONS = ('tf', 'fp32', 'fp16', export.DYNAMIC_RANGE_INT8, 'int8')
 
 
-def _timed(act, inputs, calls):
-  start = time.perf_counter()
-  for i in range(calls):
-    act(inputs[i % len(inputs)])
-  return (time.perf_counter() - start) / calls
-
-
-def _invoke_only(model_bytes):
-  """The interpreter alone, without the actor's Python around it."""
-  interpreter = tf.lite.Interpreter(model_content=model_bytes, num_threads=1)
-  interpreter.allocate_tensors()
-  return lambda _: interpreter.invoke()
-
-
 def measure(calls: int, repeats: int) -> dict:
   """Figures per precision for the network the parsed gin config builds."""
   env = environments.load_environment()
@@ -79,11 +65,16 @@ def measure(calls: int, repeats: int) -> dict:
                                  normalizer(observations))
     rows[precision] = {'bytes': len(model_bytes),
                        'convert_s': time.perf_counter() - start}
+    # A figure is only worth its name: the model must be that precision.
+    export.check_precision(model_bytes, precision,
+                           policy_network.count_params())
+    rows[precision]['op_types'] = sorted(set(
+        TFLiteModel(model_bytes).op_names()))
     model = TFLiteModel(model_bytes, normalizer)
     measurements[(precision, 'us_per_call')] = (
         model.greedy_action if discrete else model.action, observations, calls)
     measurements[(precision, 'invoke_us')] = (
-        _invoke_only(model_bytes), observations, calls)
+        common.invoke_only(model_bytes), observations, calls)
 
   stock = actor.stock_greedy_policy(env, policy_network)
   time_steps = []
@@ -96,12 +87,12 @@ def measure(calls: int, repeats: int) -> dict:
   rows['tf']['invoke_us'] = None
 
   for act, inputs, _ in measurements.values():
-    _timed(act, inputs, 50)  # warm-up: tracing, allocation, caches
+    common.seconds_per_call(act, inputs, 50)  # warm-up: tracing, allocation, caches
   # Rows take turns, so drift in the machine's speed hits every row alike.
   samples = {key: [] for key in measurements}
   for _ in range(repeats):
     for key, (act, inputs, count) in measurements.items():
-      samples[key].append(_timed(act, inputs, count))
+      samples[key].append(common.seconds_per_call(act, inputs, count))
   for (precision, figure), seconds in samples.items():
     rows[precision][figure] = 1e6 * float(np.median(seconds))
   return {

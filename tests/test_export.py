@@ -5,7 +5,9 @@ import tensorflow as tf
 from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
+from actorq_tf import environments
 from actorq_tf import export
+from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
@@ -219,3 +221,36 @@ def test_action_check_refuses_errors_over_the_ceiling():
                                     PENDULUM_ACTIONS, 1e-6)
   assert not check.passed
   assert 'over the ceiling' in check.reason
+
+
+def test_models_too_large_for_one_update_are_refused_before_training(
+    cartpole_gin, tmp_path, monkeypatch):  # pylint: disable=unused-argument
+  with pytest.raises(ActorQError, match=r'the fp32 model is 2,147,483,648 '
+                     r'bytes, over the 1,073,741,824 bytes that one model '
+                     r'update'):
+    model_channel.check_model_size('fp32', 2**31)
+  env = environments.load_environment()
+  q_network = networks.create_q_network(
+      env.observation_spec(), 2, fc_layer_params=(256, 256))
+  # 67,586 parameters: 270 kB in fp32, 68 kB in int8.
+  monkeypatch.setattr(model_channel, 'MAX_MODEL_BYTES', 100_000)
+  with pytest.raises(ActorQError, match='the fp32 model is 270,344 bytes, '
+                     'over the 100,000 bytes'):
+    export.PolicyExporter(q_network, env.action_spec(), ['int8', 'fp32'],
+                          lambda *_: None, str(tmp_path))
+  export.PolicyExporter(q_network, env.action_spec(), ['int8'],
+                        lambda *_: None, str(tmp_path))
+
+
+def test_a_model_must_be_stored_as_the_precision_it_names():
+  network = _network(layers=(256, 256))
+  observations = _observations()
+  models = {p: export.convert(network, p, observations)
+            for p in ('fp32', 'fp16', 'int8')}
+  for precision, model_bytes in models.items():
+    export.check_precision(model_bytes, precision, network.count_params())
+  with pytest.raises(ActorQError, match=r'the int8 model is not what it '
+                     r'names: .*input and output \[.float32.\], not int8'):
+    export.check_precision(models['fp32'], 'int8', network.count_params())
+  with pytest.raises(ActorQError, match='bytes, outside'):
+    export.check_precision(models['fp32'], 'fp16', network.count_params())
