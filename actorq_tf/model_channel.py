@@ -13,6 +13,7 @@ from typing import Optional
 from absl import logging
 import numpy as np
 import reverb
+from reverb.cc import schema_pb2
 import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 
@@ -177,14 +178,14 @@ class ModelPuller:
     # server without a checkpoint has an empty table again: ask every time.
     # Sampling also waits, with no timeout, while the server is down; asking
     # first with a timeout makes that a short race rather than the rule.
-    info = self._client.server_info(
-        timeout=max(1, int(self._server_timeout_s)))
-    if self._table not in info:
+    info = _table_info(self._client, self._table,
+                       max(1, int(self._server_timeout_s)))
+    if info is None:
       raise ActorQError(f'the Reverb server has no table {self._table!r}: '
                         'is it serving this precision?')
-    if info[self._table].current_size == 0:
+    if info.current_size == 0:
       return None
-    return info[self._table].rate_limiter_info.insert_stats.completed
+    return info.rate_limiter_info.insert_stats.completed
 
   def pull_newer(self) -> Optional[PublishedModel]:
     """The newest model if its version is above the one in use, else None.
@@ -234,6 +235,28 @@ class ModelPuller:
     self.version = model.version
     self.consecutive_refusals = 0
     self.refusing_since = None
+
+
+def _table_info(client: reverb.Client, table: str, timeout_s: int
+               ) -> Optional[schema_pb2.TableInfo]:
+  """One table's size and counters, without decoding any signature.
+
+  `Client.server_info` decodes every table's signature in Python: about 5 ms
+  per call here, which at one model check per 100 env steps was a fifth of
+  a CartPole-v1 actor's time. The raw protos hold the same figures.
+  """
+  try:
+    # pylint: disable-next=protected-access
+    serialized = client._client.ServerInfo(timeout_s)
+  except RuntimeError as e:
+    if 'Deadline Exceeded' in str(e):
+      raise reverb.errors.DeadlineExceededError(str(e)) from e
+    raise
+  for proto in serialized:
+    info = schema_pb2.TableInfo.FromString(proto)
+    if info.name == table:
+      return info
+  return None
 
 
 def policy_variables(network_variables, version):

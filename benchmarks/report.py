@@ -36,8 +36,14 @@ from benchmarks import end_to_end
 from benchmarks import report_writer
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ('inference', 'actors', 'end_to_end')
+PARTS = ('inference', 'actors', 'end_to_end', 'paper_size')
 PAPER_POLICY = 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
+# ActorQ's D4PG networks: the policy above and a 512x512x256 critic with
+# layer norm.
+PAPER_NETWORKS = (PAPER_POLICY,
+                  'DistributionalCriticNetwork.fc_layer_params = '
+                  '(512, 512, 256)',
+                  'DistributionalCriticNetwork.layer_norm = True')
 
 
 @dataclasses.dataclass
@@ -74,6 +80,10 @@ class Plan:
   experiments: Sequence[Experiment]
   seeds: Sequence[int]
   precisions: Sequence[str] = end_to_end.PRECISIONS
+  # The paper's setting end to end (one seed per precision), and the actor
+  # case of the same task whose figures project it to K actors.
+  paper_experiment: Optional[Experiment] = None
+  paper_actor_case: Optional[str] = None
 
 
 _INFERENCE_CASES = (
@@ -93,12 +103,18 @@ PLANS = {
             ActorCase('CartPole-v1, 256x256 Q-network', 'dqn_cartpole.gin',
                       (), 20_000),
             ActorCase('walker-stand, 2048x2048x2048 policy',
-                      'd4pg_walker_stand.gin', (PAPER_POLICY,), 2_000)),
+                      'd4pg_walker_stand.gin', (PAPER_POLICY,), 2_000),
+            ActorCase('cartpole-balance, 2048x2048x2048 policy',
+                      'd4pg_cartpole_balance.gin', (PAPER_POLICY,), 2_000)),
         actor_repeats=3,
         experiments=(
             Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 480),
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240)),
-        seeds=(0, 1, 2)),
+        seeds=(0, 1, 2),
+        paper_experiment=Experiment(
+            'cartpole-balance (D4PG), paper-size networks',
+            'd4pg_cartpole_balance.gin', 3000, PAPER_NETWORKS),
+        paper_actor_case='cartpole-balance, 2048x2048x2048 policy'),
     'quick': Plan(
         name='quick',
         inference_cases=_INFERENCE_CASES, inference_calls=300,
@@ -176,6 +192,35 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
   return figures
 
 
+def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
+                   log=print) -> Optional[Dict]:
+  """The paper-size experiment, one seed per precision, with what its
+  projection needs: the replay ratio and batch of its config."""
+  experiment = plan.paper_experiment
+  if experiment is None:
+    return None
+  log(f'Paper size, {experiment.label}: {list(plan.precisions)}, at most '
+      f'{experiment.max_wall_time_s:g} s each...')
+  runs = end_to_end.run_experiment(
+      os.path.join(work_dir, 'paper_size'), experiment.gin_file, (0,),
+      experiment.max_wall_time_s, energy_country, plan.precisions,
+      experiment.gin_bindings, log=log)
+  # pylint: disable=g-import-not-at-top
+  import gin
+  from actorq_tf import config
+  # pylint: enable=g-import-not-at-top
+  config.parse_gin([experiment.gin_file], experiment.gin_bindings)
+  replay_ratio = {
+      'samples_per_insert': gin.query_parameter(
+          'replay_table.samples_per_insert'),
+      'batch_size': gin.query_parameter('train.batch_size')}
+  gin.clear_config()
+  return {'label': experiment.label, 'gin_file': experiment.gin_file,
+          'gin_bindings': list(experiment.gin_bindings),
+          'max_wall_time_s': experiment.max_wall_time_s,
+          'actor_case': plan.paper_actor_case, **replay_ratio, 'runs': runs}
+
+
 def machine() -> Dict:
   cpu = platform.processor()
   try:
@@ -238,6 +283,9 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results['actors'] = run_actors(plan, work_dir, log)
     elif part == 'end_to_end':
       results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
+                                             log)
+    elif part == 'paper_size':
+      results['paper_size'] = run_paper_size(plan, work_dir, energy_country,
                                              log)
     # Written after every part: hours of measurements survive a crash.
     report_writer.write_json(results_path, results)

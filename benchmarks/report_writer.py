@@ -184,13 +184,16 @@ def _goals(results: Dict) -> List[Sequence]:
   goals = []
   for case in results.get('actors', []):
     rates = case['steps_per_second']
-    if case['environment'] == 'CartPole-v1':
-      ratio = _ratio(rates['int8'], rates['tf'])
-      goals.append([f'actor env steps/s int8 / tf, {case["label"]}',
-                    '>= 10', _fmt(ratio), _met(ratio, 10, at_most=False)])
-    ratio = _ratio(rates['int8'], rates['env_only'])
-    goals.append([f'actor env steps/s int8 / env-only, {case["label"]}',
-                  '>= 0.5', _fmt(ratio), _met(ratio, 0.5, at_most=False)])
+    paper_size = '2048x2048x2048' in case['network']
+    for other, goal in ((('fp32', 3), ('tf', 30)) if paper_size else
+                        (('tf', 10),)):
+      ratio = _ratio(rates['int8'], rates[other])
+      goals.append([f'actor env steps/s int8 / {other}, {case["label"]}',
+                    f'>= {goal}', _fmt(ratio), _met(ratio, goal, False)])
+    efficiency = case.get('efficiency', {}).get('int8')
+    goals.append([f'int8 actor efficiency (env step + invoke) / actor step, '
+                  f'{case["label"]}', '>= 0.8', _fmt(efficiency),
+                  _met(efficiency, 0.8, at_most=False)])
   for case in results.get('inference', []):
     goal = {'256x256': 0.5, '2048x2048x2048': 0.15}.get(case['label'])
     if goal is None:
@@ -270,10 +273,17 @@ def _actor_section(results: Dict) -> List[str]:
            'Env steps/s of one actor process doing the real work (env step, '
            'policy, exploration, Reverb writes) against a real Reverb server '
            'that never blocks inserts; median over repeats, rows taking '
-           'turns. *env only*: random actions, no policy, no Reverb: the '
-           'limit an actor can approach. TFLite actors pull a model every '
-           '100 steps; the stock `tf` actor pulls variables every step, as '
-           'TF-Agents\' distributed examples do.', '',
+           'turns. Each actor waits for its first model, its rate counts its '
+           'env loop only, and *model share* is the share of its measured '
+           'steps whose action its model chose (a row under 0.99 is an '
+           'error, not a figure). *env only*: random actions, no policy, '
+           'no Reverb, the environment stepped as actors step it (and '
+           'through TF-Agents\' PyEnvironment, which actors bypass). '
+           '*efficiency*: (env-only step time + interpreter invoke time) / '
+           'actor step time, the share of an actor\'s time spent on the two '
+           'things it must do. TFLite actors pull a model every 100 steps; '
+           'the stock `tf` actor pulls variables every step, as TF-Agents\' '
+           'distributed examples do.', '',
            f'![actor steps/s]({ACTOR_PLOT})', '']
   for case in results['actors']:
     rates = case['steps_per_second']
@@ -281,9 +291,16 @@ def _actor_section(results: Dict) -> List[str]:
               f'{case["network"]}; median of {case["repeats"]} x '
               f'{case["env_steps"]:,} steps, tf rows a quarter, env only '
               f'twice as many)', '']
+    shares = case.get('model_share', {})
+    efficiency = case.get('efficiency', {})
+    invoke_us = case.get('invoke_us', {})
     lines.append(_rows_to_markdown(
-        ['actor', 'env steps/s', 'int8 / this'],
-        [[row, f'{rate:,.0f}', _fmt(_ratio(rates['int8'], rate))]
+        ['actor', 'env steps/s', 'int8 / this', 'model share',
+         'invoke us', 'efficiency'],
+        [[row, f'{rate:,.0f}', _fmt(_ratio(rates['int8'], rate)),
+          _fmt(shares.get(row), '.3f', '-'),
+          _fmt(invoke_us.get(row), '.1f', '-'),
+          _fmt(efficiency.get(row), '.2f', '-')]
          for row, rate in rates.items()]))
     lines += ['', f'int8 / tf (stock) = {_fmt(_ratio(rates["int8"], rates["tf"]))}'
               f'; int8 / fp32 = {_fmt(_ratio(rates["int8"], rates["fp32"]))}'
@@ -377,6 +394,90 @@ def _end_to_end_section(results: Dict) -> List[str]:
   return lines
 
 
+# Actor cores and learner train steps/s the projection is tabulated for.
+PROJECTED_ACTORS = (1, 4, 16, 64)
+
+
+def projected_time_to_target(env_steps: float, actor_steps_per_s: float,
+                             num_actors: int, learner_steps_per_s: float,
+                             train_steps_per_env_step: float) -> float:
+  """Seconds to collect `env_steps` when K actors produce K * r env steps/s
+  and the rate limiter lets the learner consume L / u of them."""
+  return env_steps / min(num_actors * actor_steps_per_s,
+                         learner_steps_per_s / train_steps_per_env_step)
+
+
+def _paper_size_section(results: Dict) -> List[str]:
+  paper = results['paper_size']
+  runs = {r['precision']: r for r in paper['runs']}
+  lines = ['## 4. The paper\'s setting end to end, and where the gain lives',
+           '', f'`{paper["gin_file"]}` with '
+           + ', '.join(f'`{b}`' for b in paper['gin_bindings']) +
+           f'; one seed, budget {paper["max_wall_time_s"]:g} s. Learner '
+           'steps/s is train steps to target over time to target (start-up '
+           'and the wait for the replay\'s first samples included).', '']
+  lines.append(_rows_to_markdown(
+      ['actors', 'status', 'time to target s', 'env steps to target',
+       'train steps to target', 'learner steps/s', 'eval int8 / fp32'],
+      [[p, r['status'], _fmt(r['time_to_target_s'], '.1f'),
+        _fmt(r['env_steps_to_target'], ',.0f'),
+        _fmt(r['train_steps_to_target'], ',.0f'),
+        _fmt(_ratio(r['train_steps_to_target'], r['time_to_target_s']),
+             '.2f'),
+        f'{_fmt(r["eval_return_int8"], ".1f")} / '
+        f'{_fmt(r["eval_return_fp32"], ".1f")}']
+       for p, r in runs.items()]))
+  actor_case = next((c for c in results.get('actors', [])
+                     if c['label'] == paper['actor_case']), None)
+  int8 = runs.get('int8', {})
+  if actor_case is None or not int8.get('target_reached'):
+    lines += ['', 'No projection: it needs the int8 run\'s env steps to '
+              'target and the actor figures of the same task (section 2).',
+              '']
+    return lines
+  rates = actor_case['steps_per_second']
+  ratio = paper['samples_per_insert'] / paper['batch_size']
+  env_steps = int8['env_steps_to_target']
+  measured_learner = int8['train_steps_to_target'] / int8['time_to_target_s']
+  lines += ['', '### Projection to K actor cores (a projection, not a '
+            'measurement)', '',
+            f'T(K, L) = E / min(K * r, L / u): E = {env_steps:,} env steps '
+            'to target (the int8 run above), r = one actor\'s env steps/s '
+            f'per precision ({paper["actor_case"]}, section 2), u = '
+            f'samples per insert / batch = {paper["samples_per_insert"]:g} / '
+            f'{paper["batch_size"]} = {ratio:g} train steps per env step (the '
+            'rate limiter), L = the learner\'s train steps/s. It leaves out '
+            'start-up, the replay\'s warm-up and evaluation, and assumes '
+            'each actor has a core of its own and that every precision needs '
+            'the same env steps.', '']
+  check = projected_time_to_target(env_steps, rates['int8'], 1,
+                                   measured_learner, ratio)
+  lines += [f'Check against this machine: K = 1 and L = {measured_learner:.2f} '
+            f'(measured in the int8 run) give {check:,.0f} s; the run took '
+            f'{int8["time_to_target_s"]:,.0f} s to target. Here the learner '
+            f'bounds the run: L / u = {measured_learner / ratio:,.1f} env '
+            f'steps/s against {rates["int8"]:,.0f} for one int8 actor.', '']
+  learners = sorted({round(measured_learner, 2), 100.0, 1000.0})
+  rows = []
+  for learner in learners:
+    for num_actors in PROJECTED_ACTORS:
+      times = {p: projected_time_to_target(env_steps, rates[p], num_actors,
+                                           learner, ratio)
+               for p in ('int8', 'fp32', 'tf')}
+      rows.append([f'{learner:g}', num_actors] +
+                  [f'{times[p]:,.0f}' for p in times] +
+                  [_fmt(_ratio(times['int8'], times['tf']), '.3f'),
+                   _fmt(_ratio(times['int8'], times['fp32']), '.3f')])
+  lines.append(_rows_to_markdown(
+      ['learner steps/s L', 'actor cores K', 'int8 s', 'fp32 s', 'tf s',
+       'int8 / tf', 'int8 / fp32'], rows))
+  lines += ['', 'Where int8 / tf is under 1 the run is actor-bound and int8 '
+            'actors shorten it; where it is 1 the learner bounds it and the '
+            'actors\' precision only frees CPU. L = 100 and 1000 stand for '
+            'faster learners (a GPU) that this machine does not have.', '']
+  return lines
+
+
 def write_report(results: Dict, output_dir: str) -> str:
   """Writes report.md and the plots; returns the report's path."""
   os.makedirs(output_dir, exist_ok=True)
@@ -401,6 +502,8 @@ def write_report(results: Dict, output_dir: str) -> str:
   if results.get('end_to_end'):
     lines += _end_to_end_section(results)
     _plot_returns(results['end_to_end'], os.path.join(output_dir, RETURN_PLOT))
+  if results.get('paper_size'):
+    lines += _paper_size_section(results)
   path = os.path.join(output_dir, REPORT_FILE)
   with open(path, 'w') as f:
     f.write('\n'.join(lines))
