@@ -303,6 +303,9 @@ flags.DEFINE_list('parts', list(PARTS), 'Parts to measure now; the others '
                   'keep the figures of an earlier run of the same plan.')
 flags.DEFINE_string('energy_country', 'USA', 'Grid whose carbon intensity '
                     'applies (3-letter ISO code).')
+flags.DEFINE_list('precisions', None, 'Actor precisions of the end-to-end '
+                  'and paper-size runs; default the plan\'s (tf, fp32, '
+                  'int8).')
 FLAGS = flags.FLAGS
 
 
@@ -312,6 +315,12 @@ def main(_):
     raise app.UsageError(f'unknown --parts {sorted(unknown)}; choose from '
                          f'{list(PARTS)}')
   plan = PLANS['quick' if FLAGS.quick else 'full']
+  if FLAGS.precisions:
+    unknown = set(FLAGS.precisions) - set(end_to_end.PRECISIONS)
+    if unknown:
+      raise app.UsageError(f'unknown --precisions {sorted(unknown)}; choose '
+                           f'from {list(end_to_end.PRECISIONS)}')
+    plan = dataclasses.replace(plan, precisions=tuple(FLAGS.precisions))
   output_dir = FLAGS.output_dir or os.path.join(
       PROJECT_ROOT, 'benchmarks', 'results', *(['quick'] if FLAGS.quick
                                                else []))

@@ -49,10 +49,18 @@ def test_the_report_holds_every_part(tiny_report):
   assert all(row['us_per_call'] > 0 and row['bytes'] > 0
              for row in rows.values())
   assert rows['int8']['bytes'] < rows['fp32']['bytes']
-  rates = results['actors'][0]['steps_per_second']
-  assert set(rates) == {'env_only', 'int8', 'fp16', 'fp32', 'tf',
-                        'tf_pull_100'}
+  assert all(row['op_types'] for row in list(rows.values())[1:])
+  actors = results['actors'][0]
+  rates = actors['steps_per_second']
+  assert set(rates) == {'env_only', 'env_only_tf_agents', 'int8', 'fp16',
+                        'fp32', 'tf', 'tf_pull_100'}
   assert all(rate > 0 for rate in rates.values())
+  # Every actor row proves that its model chose its actions.
+  assert set(actors['model_share']) == {'int8', 'fp16', 'fp32', 'tf',
+                                        'tf_pull_100'}
+  assert all(share >= 0.99 for share in actors['model_share'].values())
+  assert all(0 < e for e in actors['efficiency'].values())
+  assert all(0 < us for us in actors['invoke_us'].values())
 
   runs = results['end_to_end'][0]['runs']
   assert [r['precision'] for r in runs] == ['fp32', 'int8']
@@ -141,3 +149,48 @@ def test_retention_is_below_one_when_int8_is_worse():
   assert report_writer.retention(-10.0, 5.0) == -2.0
   assert report_writer.retention(5.0, -10.0) is None
   assert report_writer.retention(None, 1.0) is None
+
+
+def test_the_projection_says_when_actors_or_the_learner_bound_the_run(
+    tmp_path):
+  # One int8 actor: 1,000 env steps/s; learner: 5 train steps/s at 0.5 train
+  # steps per env step, so it consumes 10 env steps/s: learner-bound.
+  assert report_writer.projected_time_to_target(
+      20_000, 1_000.0, 1, 5.0, 0.5) == 2_000.0
+  # 64 tf actors of 40 env steps/s against a learner of 1,000 steps/s:
+  # 2,560 env steps/s produced, 2,000 consumed: still learner-bound.
+  assert report_writer.projected_time_to_target(
+      20_000, 40.0, 64, 1000.0, 0.5) == 10.0
+  # 4 of them: actor-bound, 160 env steps/s.
+  assert report_writer.projected_time_to_target(
+      20_000, 40.0, 4, 1000.0, 0.5) == 125.0
+
+  results = {'plan': 'canned', 'date': 'today', 'command': 'none',
+             'machine': report.machine(), 'versions': report.versions()}
+  results['actors'] = [{
+      'label': 'paper task', 'environment': 'cartpole-balance',
+      'network': '5 -> 2048x2048x2048x1', 'repeats': 1, 'env_steps': 10,
+      'steps_per_second': {'env_only': 3000.0, 'int8': 1000.0,
+                           'fp32': 300.0, 'tf': 40.0}}]
+  int8_run = _run('int8', 0, 2000.0, 950.0, 980.0)
+  int8_run.update(env_steps_to_target=20_000, train_steps_to_target=8_000)
+  results['paper_size'] = {
+      'label': 'paper', 'gin_file': 'd4pg_cartpole_balance.gin',
+      'gin_bindings': ['big'], 'max_wall_time_s': 3000,
+      'actor_case': 'paper task', 'samples_per_insert': 64.0,
+      'batch_size': 128, 'runs': [int8_run]}
+  report_writer.write_report(results, str(tmp_path))
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  assert 'T(K, L) = E / min(K * r, L / u)' in text
+  # L = 8,000 / 2,000 = 4 steps/s: the learner bounds this machine.
+  assert ('K = 1 and L = 4.00 (measured in the int8 run) give 2,500 s; the '
+          'run took 2,000 s') in text
+  # 64 int8 actors and a learner of 1,000 steps/s: 20,000 / 2,000 = 10 s;
+  # tf: 20,000 / min(2,560, 2,000) = 10 s too.
+  assert '| 1000 | 64 | 10 | 10 | 10 | 1.000 | 1.000 |' in text
+  # 4 actors: int8 20,000 / min(4,000, 2,000) = 10 s, tf 125 s.
+  assert '| 1000 | 4 | 10 | 17 | 125 | 0.080 | 0.600 |' in text
+  assert 'actor env steps/s int8 / tf, paper task | >= 30 | 25.00 | ' \
+         '**NOT met**' in text
+  assert 'actor env steps/s int8 / fp32, paper task | >= 3 | 3.33 | met' \
+      in text
