@@ -308,13 +308,20 @@ def run_actor(root_dir: str,
     recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
                     interval_steps) if interval_steps else share
     refusals = policy.refusals()
-    return dict(env_steps=steps, episodes=episodes,
+    loop_seconds = max(time.monotonic() - loop_start, 1e-9)
+    time_share = {name: value / loop_seconds
+                  for name, value in seconds.items()}
+    time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
+    return dict(env_steps=steps, episodes=episodes, time_share=time_share,
                 model_version=policy.version, precision=precision,
                 steps_without_model=steps_without_model, model_share=share,
                 recent_model_share=recent_share, **refusals, **extra)
 
   if wait_for_first_model_s:
     _wait_for_first_model(policy, wait_for_first_model_s)
+  # Where the loop's time goes: policy (and exploration), env steps (and
+  # resets), replay writes; the rest is model pulls, status and the loop.
+  seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
   loop_start = time.monotonic()
   observation, step_type = stepper.reset(), _FIRST
   while not should_stop() and not (max_env_steps and steps >= max_env_steps):
@@ -334,11 +341,16 @@ def run_actor(root_dir: str,
           server_lost = True
       pull_seconds += time.monotonic() - pull_start
 
+    policy_start = time.perf_counter()
     greedy_action = policy.greedy_action(observation)
     if greedy_action is None:
       steps_without_model += 1
     action = np.asarray(exploration.act(greedy_action, steps), action_dtype)
+    env_start = time.perf_counter()
     next_observation, reward, discount, last = stepper.step(action)
+    replay_start = time.perf_counter()
+    seconds['policy'] += env_start - policy_start
+    seconds['env'] += replay_start - env_start
     next_step_type = _LAST if last else _MID
     experience_writer.write(trajectory_lib.Trajectory(
         step_type=step_type, observation=observation, action=action,
@@ -362,6 +374,7 @@ def run_actor(root_dir: str,
       observation, step_type = stepper.reset(), _FIRST
     else:
       observation, step_type = next_observation, _MID
+    seconds['replay'] += time.perf_counter() - replay_start
 
     if time.monotonic() >= next_status_time:
       rate = steps_per_second.rate(steps)
@@ -377,6 +390,8 @@ def run_actor(root_dir: str,
         tf.summary.scalar('actor/model_share', status['recent_model_share'])
         tf.summary.scalar('actor/refused_versions',
                           status['refused_versions'])
+        for name, share in status['time_share'].items():
+          tf.summary.scalar(f'actor/time_share/{name}', share)
         if status['last_refusal']:
           tf.summary.text('actor/last_refusal', status['last_refusal'])
         for name, value in exploration.summary(steps).items():

@@ -119,7 +119,7 @@ def _env_only(env, steps, direct=True):
 
 
 def _actor(address, precision, steps, pull_interval):
-  """(env steps/s of the actor's loop, share of steps its model chose)."""
+  """(env steps/s of the actor's loop, its status at the end)."""
   root_dir = tempfile.mkdtemp()
   actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
@@ -130,7 +130,7 @@ def _actor(address, precision, steps, pull_interval):
         f'{precision} actor: only {status["model_share"]:.3f} of its steps '
         f'came from a model (at least {MIN_MODEL_SHARE} needed); refusals: '
         f'{status["last_refusal"] or "none"}')
-  return status['env_steps'] / status['loop_seconds'], status['model_share']
+  return status['env_steps'] / status['loop_seconds'], status
 
 
 def measure(env_steps: int, repeats: int) -> dict:
@@ -151,14 +151,14 @@ def measure(env_steps: int, repeats: int) -> dict:
                            _actor(address, p, s, i))
     # Rows take turns, so drift in the machine's speed hits every row alike.
     samples = {row: [] for row in measurements}
-    shares = {row: [] for row in ACTOR_ROWS}
+    statuses = {row: [] for row in ACTOR_ROWS}
     invoke_samples = {precision: [] for precision in models}
     for _ in range(repeats):
       for row, run in measurements.items():
-        rate, share = run()
+        rate, status = run()
         samples[row].append(rate)
-        if share is not None:
-          shares[row].append(share)
+        if status is not None:
+          statuses[row].append(status)
       for precision, result in models.items():
         invoke_samples[precision].append(common.seconds_per_call(
             common.invoke_only(result.model_bytes), observations, 500))
@@ -173,7 +173,13 @@ def measure(env_steps: int, repeats: int) -> dict:
       'env_steps': env_steps, 'repeats': repeats,
       'steps_per_second': rates,
       'samples': samples,
-      'model_share': {row: min(s) for row, s in shares.items()},
+      'model_share': {row: min(s['model_share'] for s in row_statuses)
+                      for row, row_statuses in statuses.items()},
+      # Where the actor's loop spends its time, from its own clock (median).
+      'time_share': {row: {part: float(np.median([s['time_share'][part]
+                                                  for s in row_statuses]))
+                           for part in row_statuses[0]['time_share']}
+                     for row, row_statuses in statuses.items()},
       'invoke_us': invoke_us,
       # (env step + invoke) / actor step, for the TFLite rows.
       'efficiency': {p: (env_step_us + invoke_us[p]) * rates[p] / 1e6
@@ -189,10 +195,13 @@ def print_table(figures: dict) -> None:
   for row, rate in rates.items():
     share = figures['model_share'].get(row)
     efficiency = figures['efficiency'].get(row)
+    time_share = figures['time_share'].get(row)
     print(f'  {ROW_NAMES[row]:52s} {rate:10,.0f}   int8 / this = '
           f'{rates["int8"] / rate:6.2f}' +
           ('' if share is None else f'   model share {share:.3f}') +
-          ('' if efficiency is None else f'   efficiency {efficiency:.2f}'))
+          ('' if efficiency is None else f'   efficiency {efficiency:.2f}') +
+          ('' if time_share is None else '   time ' + ' '.join(
+              f'{part} {value:.2f}' for part, value in time_share.items())))
   print('Invoke us:', json.dumps({p: round(us, 1) for p, us in
                                   figures['invoke_us'].items()}))
   print('Model bytes:', json.dumps(figures['model_bytes']))

@@ -281,7 +281,10 @@ def _actor_section(results: Dict) -> List[str]:
            'through TF-Agents\' PyEnvironment, which actors bypass). '
            '*efficiency*: (env-only step time + interpreter invoke time) / '
            'actor step time, the share of an actor\'s time spent on the two '
-           'things it must do. TFLite actors pull a model every 100 steps; '
+           'things it must do. *loop time*: the shares of the actor\'s loop '
+           'on its own clock: policy call and exploration, env step (and '
+           'reset), replay writes, and the rest (model pulls, status). '
+           'TFLite actors pull a model every 100 steps; '
            'the stock `tf` actor pulls variables every step, as TF-Agents\' '
            'distributed examples do.', '',
            f'![actor steps/s]({ACTOR_PLOT})', '']
@@ -294,13 +297,17 @@ def _actor_section(results: Dict) -> List[str]:
     shares = case.get('model_share', {})
     efficiency = case.get('efficiency', {})
     invoke_us = case.get('invoke_us', {})
+    time_share = case.get('time_share', {})
     lines.append(_rows_to_markdown(
         ['actor', 'env steps/s', 'int8 / this', 'model share',
-         'invoke us', 'efficiency'],
+         'invoke us', 'efficiency', 'loop time: policy / env / replay / other'],
         [[row, f'{rate:,.0f}', _fmt(_ratio(rates['int8'], rate)),
           _fmt(shares.get(row), '.3f', '-'),
           _fmt(invoke_us.get(row), '.1f', '-'),
-          _fmt(efficiency.get(row), '.2f', '-')]
+          _fmt(efficiency.get(row), '.2f', '-'),
+          ' / '.join(f'{time_share[row][part]:.2f}' for part in
+                     ('policy', 'env', 'replay', 'other'))
+          if row in time_share else '-']
          for row, rate in rates.items()]))
     lines += ['', f'int8 / tf (stock) = {_fmt(_ratio(rates["int8"], rates["tf"]))}'
               f'; int8 / fp32 = {_fmt(_ratio(rates["int8"], rates["fp32"]))}'

@@ -26,16 +26,22 @@ def test_actor_runs_the_published_model_and_fills_replay(
     reverb_server, tmp_path, precision):
   publish_policy(reverb_server, version=42,
                  precisions=('int8', 'fp16', 'fp32'))
-  # Enough steps for a pulled TFLite model to pass its check (a child
-  # process, ~0.2 s) and be swapped in.
   env_steps = 3000
   steps = actor.run_actor(str(tmp_path), reverb_server, precision=precision,
-                          max_env_steps=env_steps, model_pull_interval=50)
+                          max_env_steps=env_steps, model_pull_interval=50,
+                          wait_for_first_model_s=60)
   assert steps == env_steps
   status = metrics.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 42
   assert status['precision'] == precision
   assert status['episodes'] > 0
+  assert status['steps_without_model'] == 0
+  assert status['model_share'] == 1.0
+  # Where the loop's time went, on its own clock.
+  assert set(status['time_share']) == {'policy', 'env', 'replay', 'other'}
+  assert all(status['time_share'][part] > 0 for part in
+             ('policy', 'env', 'replay'))
+  assert sum(status['time_share'].values()) == pytest.approx(1.0, abs=0.01)
   # One item per step, less the first step of each episode.
   assert (env_steps - status['episodes'] - 1 <= _replay_size(reverb_server)
           <= env_steps)
@@ -44,8 +50,19 @@ def test_actor_runs_the_published_model_and_fills_replay(
 
 def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=100)
-  assert metrics.read_status(str(tmp_path), 'actor_0')['model_version'] == 0
+  status = metrics.read_status(str(tmp_path), 'actor_0')
+  assert status['model_version'] == 0
+  assert status['steps_without_model'] == 100
+  assert status['model_share'] == 0.0
   assert _replay_size(reverb_server) > 50
+
+
+def test_an_actor_that_waits_for_a_model_fails_when_none_comes(
+    reverb_server, tmp_path):
+  with pytest.raises(ActorQError, match=r'no model was accepted within 1 s '
+                     r'\(refused 0; last: none\)'):
+    actor.run_actor(str(tmp_path), reverb_server, max_env_steps=100,
+                    wait_for_first_model_s=1)
 
 
 def test_replay_items_have_the_layout_the_learner_samples(reverb_server,

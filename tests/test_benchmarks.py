@@ -61,6 +61,9 @@ def test_the_report_holds_every_part(tiny_report):
   assert all(share >= 0.99 for share in actors['model_share'].values())
   assert all(0 < e for e in actors['efficiency'].values())
   assert all(0 < us for us in actors['invoke_us'].values())
+  for share in actors['time_share'].values():
+    assert set(share) == {'policy', 'env', 'replay', 'other'}
+    assert sum(share.values()) == pytest.approx(1.0, abs=0.01)
 
   runs = results['end_to_end'][0]['runs']
   assert [r['precision'] for r in runs] == ['fp32', 'int8']
