@@ -318,7 +318,7 @@ def run_actor(root_dir: str,
                 recent_model_share=recent_share, **refusals, **extra)
 
   if wait_for_first_model_s:
-    _wait_for_first_model(policy, wait_for_first_model_s)
+    _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
   # Where the loop's time goes: policy (and exploration), env steps (and
   # resets), replay writes; the rest is model pulls, status and the loop.
   seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
@@ -414,10 +414,15 @@ def run_actor(root_dir: str,
   return steps
 
 
-def _wait_for_first_model(policy, timeout_s: float) -> None:
+def _wait_for_first_model(policy, timeout_s: float,
+                          watchdog: ProgressWatchdog) -> None:
   deadline = time.monotonic() + timeout_s
   while not policy.update(wait=True):
+    watchdog.beat()
     if time.monotonic() >= deadline:
+      # Raised in the caller's process (benchmarks, tests): no watchdog may
+      # outlive the actor and end that process later.
+      watchdog.stop()
       refusals = policy.refusals()
       raise ActorQError(
           f'no model was accepted within {timeout_s:g} s (refused '
