@@ -261,157 +261,170 @@ def run_actor(root_dir: str,
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   watchdog = ProgressWatchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
-  experience_writer = replay.ExperienceWriter(
-      client, replay.sequence_length_of(client), give_up_s=server_timeout_s,
-      on_server_answer=watchdog.beat,
-      pad_episode_ends=agents.agent_algorithm() == 'd4pg')
-  if precision == 'tf':
-    policy = TFActorPolicy(server_address, env)
-  else:
-    policy = TFLiteActorPolicy(client, precision, env)
-  if environments.is_discrete(env):
-    exploration = EpsilonGreedy(
-        environments.check_discrete_actions(env),
-        final_epsilon=actor_epsilon(actor_index, num_actors),
-        decay_steps=epsilon_decay_steps, seed=actor_seed)
-  else:
-    exploration = GaussianNoise(env.action_spec(),
-                                actor_sigma(actor_index, num_actors),
-                                seed=actor_seed)
-
-  role = f'actor_{actor_index}'
-  summary_writer = metrics.summary_writer(root_dir, role)
-  previous_run = metrics.read_status(root_dir, role) or {}
-  steps = previous_run.get('env_steps', 0)
-  episodes = previous_run.get('episodes', 0)
-  # Env steps whose action no model chose (none had arrived yet): shown
-  # everywhere, so that an actor never acts at random unnoticed.
-  steps_without_model = previous_run.get('steps_without_model', 0)
-  if steps:
-    logging.info('Going on from env step %d of an earlier run of %s.', steps,
-                 role)
-  max_env_steps = max_env_steps and steps + max_env_steps
-  episode_return, episode_length = 0.0, 0
-  recent_returns, recent_lengths = [], []
-  pull_seconds = 0.0
-  steps_per_second = metrics.RateMeter(steps)
-  recent_steps, recent_steps_without_model = steps, steps_without_model
-  next_status_time = time.monotonic()
-  server_lost = False
-  next_pull_step = steps
-  stepper = environments.DirectSteps(env)
-  boundary_action = np.asarray(env.action_spec().minimum, action_dtype)
-
-  def report(**extra):
-    share = (1.0 - steps_without_model / steps) if steps else 0.0
-    interval_steps = steps - recent_steps
-    recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
-                    interval_steps) if interval_steps else share
-    refusals = policy.refusals()
-    loop_seconds = max(time.monotonic() - loop_start, 1e-9)
-    time_share = {name: value / loop_seconds
-                  for name, value in seconds.items()}
-    time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
-    return dict(env_steps=steps, episodes=episodes, time_share=time_share,
-                model_version=policy.version, precision=precision,
-                steps_without_model=steps_without_model, model_share=share,
-                recent_model_share=recent_share, **refusals, **extra)
-
-  if wait_for_first_model_s:
-    _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
-  # Where the loop's time goes: policy (and exploration), env steps (and
-  # resets), replay writes; the rest is model pulls, status and the loop.
-  seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
-  loop_start = time.monotonic()
-  observation, step_type = stepper.reset(), _FIRST
-  while not should_stop() and not (max_env_steps and steps >= max_env_steps):
-    watchdog.beat()
-    if steps >= next_pull_step:
-      next_pull_step = steps + model_pull_interval
-      pull_start = time.monotonic()
-      try:
-        policy.update()
-        if server_lost:
-          logging.info('The Reverb server answers again.')
-          server_lost = False
-      except model_channel.SERVER_ERRORS as e:
-        if not server_lost:
-          logging.warning('Could not pull a model (%s); keeping version %d and '
-                          'collecting.', type(e).__name__, policy.version)
-          server_lost = True
-      pull_seconds += time.monotonic() - pull_start
-
-    policy_start = time.perf_counter()
-    greedy_action = policy.greedy_action(observation)
-    if greedy_action is None:
-      steps_without_model += 1
-    action = np.asarray(exploration.act(greedy_action, steps), action_dtype)
-    env_start = time.perf_counter()
-    next_observation, reward, discount, last = stepper.step(action)
-    replay_start = time.perf_counter()
-    seconds['policy'] += env_start - policy_start
-    seconds['env'] += replay_start - env_start
-    next_step_type = _LAST if last else _MID
-    experience_writer.write(trajectory_lib.Trajectory(
-        step_type=step_type, observation=observation, action=action,
-        policy_info=(), next_step_type=next_step_type, reward=reward,
-        discount=discount))
-    steps += 1
-    episode_return += float(reward)
-    episode_length += 1
-    if last:
-      # The boundary step (last -> first) that TF-Agents' auto-reset makes
-      # carries the episode's last observation into replay; no env step and
-      # no policy call, so it is not counted as one.
-      experience_writer.write(trajectory_lib.Trajectory(
-          step_type=_LAST, observation=next_observation,
-          action=boundary_action, policy_info=(), next_step_type=_FIRST,
-          reward=_ZERO, discount=_ONE))
-      recent_returns.append(episode_return)
-      recent_lengths.append(episode_length)
-      episodes += 1
-      episode_return, episode_length = 0.0, 0
-      observation, step_type = stepper.reset(), _FIRST
+  # The watchdog ends the process if it is not stopped: it must not outlive
+  # an actor that raised in the caller's process (benchmarks, tests).
+  try:
+    experience_writer = replay.ExperienceWriter(
+        client, replay.sequence_length_of(client), give_up_s=server_timeout_s,
+        on_server_answer=watchdog.beat,
+        pad_episode_ends=agents.agent_algorithm() == 'd4pg')
+    if precision == 'tf':
+      policy = TFActorPolicy(server_address, env)
     else:
-      observation, step_type = next_observation, _MID
-    seconds['replay'] += time.perf_counter() - replay_start
+      policy = TFLiteActorPolicy(client, precision, env)
+    if environments.is_discrete(env):
+      exploration = EpsilonGreedy(
+          environments.check_discrete_actions(env),
+          final_epsilon=actor_epsilon(actor_index, num_actors),
+          decay_steps=epsilon_decay_steps, seed=actor_seed)
+    else:
+      exploration = GaussianNoise(env.action_spec(),
+                                  actor_sigma(actor_index, num_actors),
+                                  seed=actor_seed)
 
-    if time.monotonic() >= next_status_time:
-      rate = steps_per_second.rate(steps)
-      mean_return = (float(np.mean(recent_returns)) if recent_returns
-                     else None)
-      status = report(env_steps_per_second=rate, episode_return=mean_return,
-                      model_pull_seconds=pull_seconds,
-                      replay_blocked_seconds=experience_writer.blocked_seconds)
-      with summary_writer.as_default(step=steps):
-        tf.summary.scalar('actor/env_steps_per_second', rate)
-        tf.summary.scalar('actor/model_version', policy.version)
-        tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
-        tf.summary.scalar('actor/model_share', status['recent_model_share'])
-        tf.summary.scalar('actor/refused_versions',
-                          status['refused_versions'])
-        for name, share in status['time_share'].items():
-          tf.summary.scalar(f'actor/time_share/{name}', share)
-        if status['last_refusal']:
-          tf.summary.text('actor/last_refusal', status['last_refusal'])
-        for name, value in exploration.summary(steps).items():
-          tf.summary.scalar(f'actor/{name}', value)
-        if mean_return is not None:
-          tf.summary.scalar('actor/episode_return', mean_return)
-          tf.summary.scalar('actor/episode_length', np.mean(recent_lengths))
-      metrics.write_status(root_dir, role, **status)
-      recent_steps, recent_steps_without_model = steps, steps_without_model
-      recent_returns, recent_lengths = [], []
-      next_status_time = time.monotonic() + status_interval_s
+    role = f'actor_{actor_index}'
+    summary_writer = metrics.summary_writer(root_dir, role)
+    previous_run = metrics.read_status(root_dir, role) or {}
+    steps = previous_run.get('env_steps', 0)
+    episodes = previous_run.get('episodes', 0)
+    # Env steps whose action no model chose (none had arrived yet): shown
+    # everywhere, so that an actor never acts at random unnoticed.
+    steps_without_model = previous_run.get('steps_without_model', 0)
+    if steps:
+      logging.info('Going on from env step %d of an earlier run of %s.', steps,
+                   role)
+    max_env_steps = max_env_steps and steps + max_env_steps
+    episode_return, episode_length = 0.0, 0
+    recent_returns, recent_lengths = [], []
+    pull_seconds = 0.0
+    steps_per_second = metrics.RateMeter(steps)
+    recent_steps, recent_steps_without_model = steps, steps_without_model
+    next_status_time = time.monotonic()
+    server_lost = False
+    next_pull_step = steps
+    stepper = environments.DirectSteps(env)
+    boundary_action = np.broadcast_to(
+        env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
 
-  experience_writer.close()
-  watchdog.stop()
-  summary_writer.close()
-  # Seconds of this run's env loop, model pulls included: its steps/s
-  # without process start-up or the wait for a first model.
-  metrics.write_status(root_dir, role, **report(
-      stopped=True, loop_seconds=time.monotonic() - loop_start))
-  return steps
+    def report(**extra):
+      share = (1.0 - steps_without_model / steps) if steps else 0.0
+      interval_steps = steps - recent_steps
+      recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
+                      interval_steps) if interval_steps else share
+      refusals = policy.refusals()
+      loop_seconds = max(time.monotonic() - loop_start, 1e-9)
+      time_share = {name: value / loop_seconds
+                    for name, value in seconds.items()}
+      time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
+      return dict(env_steps=steps, episodes=episodes, time_share=time_share,
+                  model_version=policy.version, precision=precision,
+                  steps_without_model=steps_without_model, model_share=share,
+                  recent_model_share=recent_share, **refusals, **extra)
+
+    if wait_for_first_model_s:
+      _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
+    # Where the loop's time goes: policy (and exploration), env steps (and
+    # resets), replay writes; the rest is model pulls, status and the loop.
+    seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
+    loop_start = time.monotonic()
+    observation, step_type = stepper.reset(), _FIRST
+    while not should_stop() and not (max_env_steps and steps >= max_env_steps):
+      watchdog.beat()
+      if steps >= next_pull_step:
+        next_pull_step = steps + model_pull_interval
+        pull_start = time.monotonic()
+        try:
+          policy.update()
+          if server_lost:
+            logging.info('The Reverb server answers again.')
+            server_lost = False
+        except model_channel.SERVER_ERRORS as e:
+          if not server_lost:
+            logging.warning('Could not pull a model (%s); keeping version %d '
+                            'and collecting.', type(e).__name__,
+                            policy.version)
+            server_lost = True
+        pull_seconds += time.monotonic() - pull_start
+
+      policy_start = time.perf_counter()
+      greedy_action = policy.greedy_action(observation)
+      if greedy_action is None:
+        steps_without_model += 1
+      action = np.asarray(exploration.act(greedy_action, steps), action_dtype)
+      env_start = time.perf_counter()
+      next_observation, reward, discount, last = stepper.step(action)
+      replay_start = time.perf_counter()
+      seconds['policy'] += env_start - policy_start
+      seconds['env'] += replay_start - env_start
+      next_step_type = _LAST if last else _MID
+      experience_writer.write(trajectory_lib.Trajectory(
+          step_type=step_type, observation=observation, action=action,
+          policy_info=(), next_step_type=next_step_type, reward=reward,
+          discount=discount))
+      steps += 1
+      episode_return += float(reward)
+      episode_length += 1
+      if last:
+        # The boundary step (last -> first) that TF-Agents' auto-reset makes
+        # carries the episode's last observation into replay; no env step and
+        # no policy call, so it is not counted as one.
+        experience_writer.write(trajectory_lib.Trajectory(
+            step_type=_LAST, observation=next_observation,
+            action=boundary_action, policy_info=(), next_step_type=_FIRST,
+            reward=_ZERO, discount=_ONE))
+        recent_returns.append(episode_return)
+        recent_lengths.append(episode_length)
+        episodes += 1
+        episode_return, episode_length = 0.0, 0
+        reset_start = time.perf_counter()
+        seconds['replay'] += reset_start - replay_start
+        observation, step_type = stepper.reset(), _FIRST
+        seconds['env'] += time.perf_counter() - reset_start
+      else:
+        observation, step_type = next_observation, _MID
+        seconds['replay'] += time.perf_counter() - replay_start
+
+      if time.monotonic() >= next_status_time:
+        rate = steps_per_second.rate(steps)
+        mean_return = (float(np.mean(recent_returns)) if recent_returns
+                       else None)
+        status = report(
+            env_steps_per_second=rate, episode_return=mean_return,
+            model_pull_seconds=pull_seconds,
+            replay_blocked_seconds=experience_writer.blocked_seconds)
+        with summary_writer.as_default(step=steps):
+          tf.summary.scalar('actor/env_steps_per_second', rate)
+          tf.summary.scalar('actor/model_version', policy.version)
+          tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
+          tf.summary.scalar('actor/model_share',
+                            status['recent_model_share'])
+          tf.summary.scalar('actor/refused_versions',
+                            status['refused_versions'])
+          for name, share in status['time_share'].items():
+            tf.summary.scalar(f'actor/time_share/{name}', share)
+          if status['last_refusal']:
+            tf.summary.text('actor/last_refusal', status['last_refusal'])
+          for name, value in exploration.summary(steps).items():
+            tf.summary.scalar(f'actor/{name}', value)
+          if mean_return is not None:
+            tf.summary.scalar('actor/episode_return', mean_return)
+            tf.summary.scalar('actor/episode_length',
+                              np.mean(recent_lengths))
+        metrics.write_status(root_dir, role, **status)
+        recent_steps, recent_steps_without_model = steps, steps_without_model
+        recent_returns, recent_lengths = [], []
+        next_status_time = time.monotonic() + status_interval_s
+
+    # Seconds of this run's env loop, model pulls included: its steps/s
+    # without process start-up, the wait for a first model or the last flush.
+    loop_seconds = time.monotonic() - loop_start
+    experience_writer.close()
+    summary_writer.close()
+    metrics.write_status(root_dir, role, **report(stopped=True,
+                                                  loop_seconds=loop_seconds))
+    return steps
+  finally:
+    watchdog.stop()
 
 
 def _wait_for_first_model(policy, timeout_s: float,
@@ -420,9 +433,6 @@ def _wait_for_first_model(policy, timeout_s: float,
   while not policy.update(wait=True):
     watchdog.beat()
     if time.monotonic() >= deadline:
-      # Raised in the caller's process (benchmarks, tests): no watchdog may
-      # outlive the actor and end that process later.
-      watchdog.stop()
       refusals = policy.refusals()
       raise ActorQError(
           f'no model was accepted within {timeout_s:g} s (refused '

@@ -159,13 +159,15 @@ class DirectSteps:
     self._discrete = is_discrete(env)
     self._gym = None
     self._dm_env = None
+    # pylint: disable=protected-access
     inner = env
     if isinstance(inner, _SeedableControlSuiteTask):
-      inner = inner._env  # pylint: disable=protected-access
+      inner = inner._env
       if isinstance(inner, wrappers.FlattenObservationsWrapper):
-        inner = self._unwrap_time_limit(inner._env)  # pylint: disable=protected-access
+        inner = self._unwrap_time_limit(inner._env)
         if isinstance(inner, dm_control_wrapper.DmControlWrapper):
-          self._dm_env = inner._env  # pylint: disable=protected-access
+          self._dm_env = inner._env
+    # pylint: enable=protected-access
     else:
       inner = self._unwrap_time_limit(inner)
       if isinstance(inner, gym_wrapper.GymWrapper):

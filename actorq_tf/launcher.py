@@ -144,8 +144,8 @@ def run_local(settings: RunSettings,
     max_refused_versions: the run fails when an actor has refused this many
       published versions in a row: it would go on training on random
       actions.
-    max_refusing_s: ... or when an actor has refused every version for this
-      many seconds.
+    max_refusing_s: ... or when an actor without any model has refused
+      every version for this many seconds.
     log: where progress lines go.
   """
   root_dir = settings.root_dir
@@ -218,7 +218,8 @@ def run_local(settings: RunSettings,
     # Results of an earlier launch of a resumed run do not end this one.
     seen_results = len(evaluation.read_results(root_dir))
     chaos_killed = set()
-    refusals = _RefusalWatch(max_refused_versions, max_refusing_s)
+    refusals = _RefusalWatch(max_refused_versions, max_refusing_s,
+                             start_wall_time)
     while True:
       time.sleep(0.5)
       for role in roles:
@@ -406,19 +407,25 @@ def _wait_for_role_server(server: RoleProcess, address: str,
 
 
 class _RefusalWatch:
-  """Fails the run when an actor keeps refusing what the learner publishes."""
+  """Fails the run when an actor keeps refusing what the learner publishes:
+  `max_versions` in a row, or every version for `max_seconds` while it has
+  no model at all. Status files written before `since` (an earlier launch
+  of a resumed run) do not count."""
 
-  def __init__(self, max_versions: int, max_seconds: float):
+  def __init__(self, max_versions: int, max_seconds: float, since: float):
     self._max_versions = max_versions
     self._max_seconds = max_seconds
+    self._since = since
 
   def check(self, actors: List[Dict]) -> None:
     for index, actor in enumerate(actors):
       refused = actor.get('consecutive_refusals', 0)
-      if not refused:
+      if not refused or actor.get('time', 0.0) < self._since:
         continue
-      seconds = time.time() - actor.get('refusing_since', time.time())
-      if refused >= self._max_versions or seconds >= self._max_seconds:
+      seconds = time.time() - (actor.get('refusing_since') or time.time())
+      random_actions = not actor.get('model_version')
+      if refused >= self._max_versions or (
+          random_actions and seconds >= self._max_seconds):
         raise ActorQError(
             f'actor_{index} refused {refused} model version(s) in a row, '
             f'the first {seconds:.0f} s ago, and acts with model version '

@@ -153,7 +153,8 @@ class ModelPuller:
   """
 
   def __init__(self, client: reverb.Client, precision: str,
-               server_timeout_s: float = 10.0):
+               server_timeout_s: float = 10.0,
+               resample_interval_s: float = 60.0):
     self._client = client
     self._precision = precision
     self._table = model_table_name(precision)
@@ -161,8 +162,13 @@ class ModelPuller:
     self._refused_versions = set()
     # The table's insert count when it was last sampled: a paper-size model
     # is megabytes, and sampling it again only to find the same version
-    # would cost the actor a transfer at every pull.
+    # would cost the actor a transfer at every pull. A restarted server
+    # counts from 0 again and may come back to the same count with another
+    # model, so the table is sampled anyway after a server error and at
+    # least every `resample_interval_s`.
     self._sampled_at_inserts = None
+    self._sampled_at_time = -float('inf')
+    self._resample_interval_s = resample_interval_s
     self.version = 0
     self.consecutive_refusals = 0  # Refused since the last accepted model.
     self.refusing_since: Optional[float] = None  # time.time() of the first.
@@ -193,12 +199,20 @@ class ModelPuller:
     A model whose bytes fail their checksum or whose precision is not the
     one asked for is refused with a warning (once per version).
     """
-    inserts = self._inserts_if_any()
-    if inserts is None or inserts == self._sampled_at_inserts:
-      return None
-    sample = next(self._client.sample(self._table, num_samples=1,
-                                      emit_timesteps=False))
+    try:
+      inserts = self._inserts_if_any()
+      if inserts is None:
+        return None
+      if (inserts == self._sampled_at_inserts and time.monotonic() <
+          self._sampled_at_time + self._resample_interval_s):
+        return None
+      sample = next(self._client.sample(self._table, num_samples=1,
+                                        emit_timesteps=False))
+    except SERVER_ERRORS:
+      self._sampled_at_inserts = None
+      raise
     self._sampled_at_inserts = inserts
+    self._sampled_at_time = time.monotonic()
     # Each column holds the one step that `insert` wrote.
     columns = [np.asarray(column)[0] for column in sample.data]
     version = int(columns[0])

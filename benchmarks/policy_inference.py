@@ -87,7 +87,8 @@ def measure(calls: int, repeats: int) -> dict:
   rows['tf']['invoke_us'] = None
 
   for act, inputs, _ in measurements.values():
-    common.seconds_per_call(act, inputs, 50)  # warm-up: tracing, allocation, caches
+    # Warm-up: tracing, allocation, caches.
+    common.seconds_per_call(act, inputs, 50)
   # Rows take turns, so drift in the machine's speed hits every row alike.
   samples = {key: [] for key in measurements}
   for _ in range(repeats):

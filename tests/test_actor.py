@@ -1,4 +1,5 @@
 """The actor with each precision, against a real Reverb server."""
+import contextlib
 import os
 
 import numpy as np
@@ -165,33 +166,54 @@ def test_actor_epsilons_spread_like_ape_x():
   assert actor.actor_epsilon(0, 1, base_epsilon=0.05) == 0.05
 
 
-@pytest.fixture
-def paper_size_control_suite_server():
-  """A real Reverb server for D4PG on cartpole-balance with ActorQ's
-  2048x2048x2048 policy, and actors without exploration noise."""
+@contextlib.contextmanager
+def _served(gin_file, bindings):
+  """gin parsed for `gin_file` and a real Reverb server with its tables."""
   import gin  # pylint: disable=g-import-not-at-top
   from actorq_tf import config  # pylint: disable=g-import-not-at-top
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   from actorq_tf import server  # pylint: disable=g-import-not-at-top
-  config.parse_gin(['d4pg_cartpole_balance.gin'], [
+  config.parse_gin([gin_file], [
+      'replay_table.min_size_to_sample = 100',
+      'replay_table.samples_per_insert_tolerance = 1000.0', *bindings])
+  reverb_server = reverb.Server(
+      server.create_tables(environments.load_environment()), port=None)
+  try:
+    yield f'localhost:{reverb_server.port}'
+  finally:
+    reverb_server.stop()
+    gin.clear_config()
+
+
+@pytest.fixture
+def paper_size_control_suite_server():
+  """D4PG on cartpole-balance with ActorQ's 2048x2048x2048 policy, and
+  actors without exploration noise."""
+  with _served('d4pg_cartpole_balance.gin', [
       'create_actor_network.fc_layer_params = (2048, 2048, 2048)',
       'DistributionalCriticNetwork.fc_layer_params = (64, 64)',
       'load_environment.max_episode_steps = 200',
-      'replay_table.min_size_to_sample = 100',
-      'replay_table.samples_per_insert_tolerance = 1000.0',
-      'actor_sigma.sigma = 0.0'])
-  reverb_server = reverb.Server(
-      server.create_tables(environments.load_environment()), port=None)
-  yield f'localhost:{reverb_server.port}'
-  reverb_server.stop()
-  gin.clear_config()
+      'actor_sigma.sigma = 0.0']) as address:
+    yield address
+
+
+def test_a_gym_continuous_actor_writes_whole_episodes(tmp_path):
+  # Pendulum-v1's action bounds are scalars in its spec: the boundary step
+  # written at each episode's end must still have the action's shape.
+  with _served('d4pg_pendulum.gin', []) as address:
+    actor.run_actor(str(tmp_path), address, max_env_steps=450)
+    status = metrics.read_status(str(tmp_path), 'actor_0')
+    assert status['episodes'] == 2  # 200 steps each
+    # Windows of n + 1 = 6 steps, episode ends padded: one per env step.
+    assert _replay_size(address) == 400 + (50 - 5)
 
 
 def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
     paper_size_control_suite_server, tmp_path):
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   from actorq_tf import export  # pylint: disable=g-import-not-at-top
-  from actorq_tf.tflite_policy import TFLiteModel  # pylint: disable=g-import-not-at-top
+  # pylint: disable-next=g-import-not-at-top
+  from actorq_tf.tflite_policy import TFLiteModel
   address = paper_size_control_suite_server
   env = environments.load_environment()
   client = model_channel.wait_for_server(address, 10)

@@ -120,9 +120,9 @@ def test_a_run_whose_actors_refuse_every_model_fails_with_the_reason(
   out, err = launcher.communicate(timeout=400)
   assert launcher.returncode == 1, out[-2000:]
   message = err.strip().splitlines()[-1]
-  assert re.match(r'local_main.*: error: actor_0 refused \d+ model version\(s\) '
-                  r'in a row, .* did not load and run within 0\.001 s in a '
-                  r'trial process$', message), message
+  assert re.match(r'local_main.*: error: actor_0 refused \d+ model '
+                  r'version\(s\) in a row, .* did not load and run within '
+                  r'0\.001 s in a trial process$', message), message
   # The progress line said so before the stop.
   assert '100% of recent steps random: no model' in out
   with open(os.path.join(root_dir, 'summary.json')) as f:

@@ -19,8 +19,8 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   _write_actor(root_dir, 0, model_version=300)
   _write_actor(root_dir, 1, recent_model_share=0.25, consecutive_refusals=2,
                last_refusal='version 300: it fails its checksum')
-  line = launcher._progress_line(  # pylint: disable=protected-access
-      12.0, launcher._progress(root_dir, 2), [])  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  line = launcher._progress_line(12.0, launcher._progress(root_dir, 2), [])
   assert 'actor model v0 (75% of recent steps random: no model)' in line
   assert ('actor_1 REFUSED 2 version(s), last version 300: it fails its '
           'checksum') in line
@@ -30,19 +30,28 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
 def test_progress_line_is_quiet_when_every_step_comes_from_a_model(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
-  line = launcher._progress_line(  # pylint: disable=protected-access
-      12.0, launcher._progress(root_dir, 1), [])  # pylint: disable=protected-access
+  # pylint: disable-next=protected-access
+  line = launcher._progress_line(12.0, launcher._progress(root_dir, 1), [])
   assert 'random' not in line and 'REFUSED' not in line
 
 
 def test_refusals_stop_the_run_by_count_or_by_time():
-  watch = launcher._RefusalWatch(  # pylint: disable=protected-access
-      max_versions=3, max_seconds=60)
   now = time.time()
-  watch.check([{'consecutive_refusals': 2, 'refusing_since': now}])
-  watch.check([{'consecutive_refusals': 0}])
+  watch = launcher._RefusalWatch(  # pylint: disable=protected-access
+      max_versions=3, max_seconds=60, since=now - 10)
+  watch.check([{'consecutive_refusals': 2, 'refusing_since': now,
+                'time': now}])
+  watch.check([{'consecutive_refusals': 0, 'time': now}])
   with pytest.raises(ActorQError, match='refused 3 model version'):
     watch.check([{'consecutive_refusals': 3, 'refusing_since': now,
+                  'time': now,
                   'last_refusal': 'version 9: it fails its checksum'}])
   with pytest.raises(ActorQError, match='the first 61 s ago'):
-    watch.check([{'consecutive_refusals': 1, 'refusing_since': now - 61}])
+    watch.check([{'consecutive_refusals': 1, 'refusing_since': now - 61,
+                  'time': now}])
+  # An actor that runs an earlier model is held to the count alone.
+  watch.check([{'consecutive_refusals': 1, 'refusing_since': now - 61,
+                'model_version': 500, 'time': now}])
+  # A status of an earlier launch (a resumed run) does not count.
+  watch.check([{'consecutive_refusals': 5, 'refusing_since': now - 600,
+                'time': now - 20}])
