@@ -306,20 +306,21 @@ def run_actor(root_dir: str,
     boundary_action = np.broadcast_to(
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
 
-    def report(**extra):
+    def report(loop_seconds=None, **extra):
       share = (1.0 - steps_without_model / steps) if steps else 0.0
       interval_steps = steps - recent_steps
       recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
                       interval_steps) if interval_steps else share
       refusals = policy.refusals()
-      loop_seconds = max(time.monotonic() - loop_start, 1e-9)
-      time_share = {name: value / loop_seconds
+      loop_seconds = loop_seconds or time.monotonic() - loop_start
+      time_share = {name: value / max(loop_seconds, 1e-9)
                     for name, value in seconds.items()}
       time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
       return dict(env_steps=steps, episodes=episodes, time_share=time_share,
                   model_version=policy.version, precision=precision,
                   steps_without_model=steps_without_model, model_share=share,
-                  recent_model_share=recent_share, **refusals, **extra)
+                  recent_model_share=recent_share, loop_seconds=loop_seconds,
+                  **refusals, **extra)
 
     if wait_for_first_model_s:
       _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
