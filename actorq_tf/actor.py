@@ -74,8 +74,9 @@ class TFLiteActorPolicy:
   its current model; it is swapped in at a later `update` once it passed.
   """
 
-  def __init__(self, client, precision: str, env):
+  def __init__(self, client, precision: str, env, seed: int = 0):
     self._puller = model_channel.ModelPuller(client, precision)
+    self._seed = seed
     self._observation_shape = tuple(env.observation_spec().shape)
     self._output_size = environments.policy_output_size(env)
     self._discrete = environments.is_discrete(env)
@@ -121,7 +122,8 @@ class TFLiteActorPolicy:
     try:
       return published, load_untrusted_model(
           published.model_bytes, published.normalizer,
-          self._observation_shape, self._output_size), None
+          self._observation_shape, self._output_size,
+          tie_break_seed=self._seed + published.version), None
     except ActorQError as e:
       return published, None, e.message
 
@@ -271,7 +273,7 @@ def run_actor(root_dir: str,
     if precision == 'tf':
       policy = TFActorPolicy(server_address, env)
     else:
-      policy = TFLiteActorPolicy(client, precision, env)
+      policy = TFLiteActorPolicy(client, precision, env, seed=actor_seed)
     if environments.is_discrete(env):
       exploration = EpsilonGreedy(
           environments.check_discrete_actions(env),

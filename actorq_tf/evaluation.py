@@ -114,6 +114,13 @@ def run_evaluator(root_dir: str,
     outputs, _ = policy_network(observations, training=False)
     return tf.argmax(outputs, axis=-1) if discrete else outputs
 
+  spec = env.action_spec()
+
+  def within_bounds(actions):
+    # As actors send them: the environment gets actions within its bounds.
+    return actions if discrete else np.clip(actions, spec.minimum,
+                                            spec.maximum)
+
   evaluations = 0
   while not should_stop() and not (max_evaluations and
                                    evaluations >= max_evaluations):
@@ -137,16 +144,16 @@ def run_evaluator(root_dir: str,
     try:
       int8_model = load_untrusted_model(
           model.model_bytes, model.normalizer, env.observation_spec().shape,
-          environments.policy_output_size(env))
+          environments.policy_output_size(env), tie_break_seed=seed)
     except ActorQError as e:
       puller.refuse(model, e.message)
       continue
     puller.accept(model)
     int8_returns = greedy_returns(
-        envs, lambda o: (np.argmax(int8_model.outputs(o), axis=-1) if discrete
-                         else int8_model.outputs(o)), seeds)
+        envs, lambda o: (int8_model.greedy_actions(o) if discrete
+                         else within_bounds(int8_model.outputs(o))), seeds)
     fp32_returns = greedy_returns(
-        envs, lambda o: fp32_greedy_actions(o).numpy(), seeds)
+        envs, lambda o: within_bounds(fp32_greedy_actions(o).numpy()), seeds)
     result = {
         'time': time.time(),
         'version': model.version,

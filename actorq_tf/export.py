@@ -40,6 +40,27 @@ def centre_q_values(q_network: network_lib.Network) -> None:
                     bias - bias.mean()])
 
 
+def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
+                 quantile: float) -> float:
+  """Divides the (centred) Q-head by the `quantile` of max_a |Q(o, a)| over
+  `observations`, in place; returns that scale.
+
+  The int8 model clips these outputs to [-1, 1] (a fused activation, free).
+  A trained Q-network has a few states with large action gaps, and int8's
+  output scale would follow them: one level was about the median action
+  gap. Clipping them keeps their greedy action (it saturates, and two
+  actions rarely both do) and gives the other states the levels.
+  """
+  values = q_network(observations, training=False)[0].numpy()
+  scale = float(np.quantile(np.abs(values).max(-1), quantile))
+  if not scale > 0:
+    return 1.0
+  head = q_network.layers[-1]
+  kernel, bias = head.get_weights()
+  head.set_weights([kernel / scale, bias / scale])
+  return scale
+
+
 def fold_normalization(policy_network: network_lib.Network,
                        normalizer: ObservationNormalizer) -> None:
   """Makes the network take normalized observations, in place and exactly.
@@ -54,7 +75,7 @@ def fold_normalization(policy_network: network_lib.Network,
                      bias + normalizer.shift.reshape(-1) @ kernel])
 
 
-def _outputs_function(policy_network: network_lib.Network):
+def _outputs_function(policy_network: network_lib.Network, clip: bool):
   observation_spec = policy_network.input_tensor_spec
   signature = tf.TensorSpec([1, *observation_spec.shape], tf.float32,
                             name='observation')
@@ -62,7 +83,8 @@ def _outputs_function(policy_network: network_lib.Network):
   @tf.function(input_signature=[signature])
   def outputs(observation):
     values, _ = policy_network(observation, training=False)
-    return values
+    # The converter fuses this clip into the last layer (RELU_N1_TO_1).
+    return tf.clip_by_value(values, -1.0, 1.0) if clip else values
 
   return outputs.get_concrete_function()
 
@@ -74,14 +96,16 @@ DYNAMIC_RANGE_INT8 = 'dynamic_int8'
 
 
 def convert(policy_network: network_lib.Network, precision: str,
-            calibration_observations: Optional[np.ndarray] = None) -> bytes:
+            calibration_observations: Optional[np.ndarray] = None,
+            clip_outputs: bool = False) -> bytes:
   """TFLite flatbuffer of `policy_network` at `precision` (int8, fp16,
-  fp32, or dynamic_int8)."""
+  fp32, or dynamic_int8), with outputs clipped to [-1, 1] if
+  `clip_outputs`."""
   if precision not in TFLITE_PRECISIONS + (DYNAMIC_RANGE_INT8,):
     raise ActorQError(f'unknown TFLite precision {precision!r}; '
                       f'expected one of {TFLITE_PRECISIONS}')
   converter = tf.lite.TFLiteConverter.from_concrete_functions(
-      [_outputs_function(policy_network)], policy_network)
+      [_outputs_function(policy_network, clip_outputs)], policy_network)
   if precision == DYNAMIC_RANGE_INT8:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
   elif precision == 'fp16':
@@ -168,13 +192,13 @@ class ModelCheck:
   """How a TFLite model compares with the fp32 network on observations.
 
   `figures` holds, for Q-value models: agreement (fraction of observations
-  with the same greedy action), decisive_agreement (the same on
-  observations whose fp32 action gap is at least a tenth of the largest:
-  in near-ties either action is as good, and trained Q-networks have many),
-  max_q_error and mean_q_error (of the centred Q-values), mean_q_regret
-  (fp32 Q-value lost by taking the model's greedy action). For action
-  models: max_action_error and mean_action_error, in units of half the
-  action range.
+  where the model's greedy action is fp32's and no other action ties with
+  it: actors break ties at random, so a tie is a coin toss), tie_rate
+  (observations whose top model outputs are equal), mean_q_regret (fp32
+  Q-value lost per step by the model's greedy action, ties at random) and
+  mean_q_error (of the centred Q-values, where the model does not clip
+  them). For action models: max_action_error and mean_action_error, in
+  units of half the action range.
   """
   passed: bool
   reason: str
@@ -198,41 +222,54 @@ def _outputs_or_failure(model_bytes, policy_network, observations,
   return reference, outputs
 
 
+def q_fidelity(reference: np.ndarray, q_values: np.ndarray) -> Dict[str, float]:
+  """Agreement, tie rate and regret of model outputs against fp32 Q-values
+  (see ModelCheck), over a batch of states."""
+  is_max = q_values == q_values.max(-1, keepdims=True)
+  ties = is_max.sum(-1) > 1
+  fp32_actions = np.argmax(reference, -1)
+  agree = ~ties & (np.argmax(q_values, -1) == fp32_actions)
+  # Expected regret of a uniform pick among the model's top actions.
+  loss = reference.max(-1, keepdims=True) - reference
+  regret = (loss * is_max).sum(-1) / is_max.sum(-1)
+  return {'agreement': float(agree.mean()), 'tie_rate': float(ties.mean()),
+          'mean_q_regret': float(regret.mean())}
+
+
 def check_q_model(model_bytes: bytes, q_network: network_lib.Network,
                   observations: np.ndarray, min_agreement: float,
+                  max_mean_q_regret: float,
                   normalizer: Optional[ObservationNormalizer] = None,
-                  decisive_gap_fraction: float = 0.1) -> ModelCheck:
+                  output_scale: float = 1.0) -> ModelCheck:
   """Compares greedy actions and Q-values of a TFLite model with fp32.
 
-  `q_network` is the network the model was converted from and takes the
-  observations after `normalizer`; the model takes raw observations. The
-  model passes if its decisive agreement reaches `min_agreement`.
+  `q_network` is the network the model was converted from (centred
+  Q-values divided by `output_scale`, see `scale_q_head`) and takes the
+  observations after `normalizer`; the model takes raw observations, and
+  its int8 outputs are clipped to [-1, 1] if they were scaled. It passes with an
+  agreement of at least `min_agreement` (ties count against it) and a mean
+  regret of at most `max_mean_q_regret`.
   """
   compared = _outputs_or_failure(model_bytes, q_network, observations,
                                  normalizer)
   if isinstance(compared, ModelCheck):
     return compared
-  reference, q_values = compared
-  errors = np.abs(q_values - reference)
-  model_actions = np.argmax(q_values, -1)
-  same_action = model_actions == np.argmax(reference, -1)
-  top_two = np.sort(reference, axis=-1)[:, -2:]
-  gaps = top_two[:, 1] - top_two[:, 0]
-  decisive = gaps >= decisive_gap_fraction * gaps.max()
-  decisive_agreement = float(np.mean(same_action[decisive])
-                             if gaps.max() > 0 else 1.0)
-  regret = reference.max(-1) - np.take_along_axis(
-      reference, model_actions[:, None], -1)[:, 0]
-  passed = decisive_agreement >= min_agreement
-  reason = '' if passed else (
-      f'greedy-action agreement on decisive observations '
-      f'{decisive_agreement:.3f} is under the floor {min_agreement:.3f}')
-  return ModelCheck(passed, reason, {
-      'agreement': float(np.mean(same_action)),
-      'decisive_agreement': decisive_agreement,
-      'max_q_error': float(errors.max()),
-      'mean_q_error': float(errors.mean()),
-      'mean_q_regret': float(regret.mean())})
+  reference, outputs = compared
+  reference, q_values = reference * output_scale, outputs * output_scale
+  figures = q_fidelity(reference, q_values)
+  unclipped = (np.abs(outputs) < 0.999 if output_scale != 1.0
+               else np.ones(outputs.shape, bool))
+  errors = np.abs(q_values - reference)[unclipped]
+  figures['mean_q_error'] = float(errors.mean()) if errors.size else 0.0
+  problems = []
+  if figures['agreement'] < min_agreement:
+    problems.append(f'greedy-action agreement {figures["agreement"]:.3f} '
+                    f'(ties {figures["tie_rate"]:.3f}) is under the floor '
+                    f'{min_agreement:.3f}')
+  if figures['mean_q_regret'] > max_mean_q_regret:
+    problems.append(f'mean Q regret {figures["mean_q_regret"]:.4f} is over '
+                    f'the ceiling {max_mean_q_regret:.4f}')
+  return ModelCheck(not problems, '; '.join(problems), figures)
 
 
 def check_action_model(model_bytes: bytes,
@@ -291,11 +328,14 @@ class PolicyExporter:
     precisions: TFLite precisions to export at each version.
     publish: called with each ExportResult that passes its check.
     model_dir: where the newest published model of each precision is kept.
-    min_agreement: greedy-action agreement with fp32 on decisive
-      observations that a Q-value model needs (see ModelCheck). On all
-      observations a trained CartPole int8 model may agree on only 60-80%
-      (near-ties) while it plays exactly as well; `mean_q_regret` shows the
-      cost.
+    min_agreement: greedy-action agreement with fp32 on the calibration
+      observations, ties counted as disagreements, that a Q-value model
+      needs (see ModelCheck).
+    max_mean_q_regret: the mean Q-value per step that a Q-value model may
+      lose against fp32's greedy action on the calibration observations.
+    q_output_quantile: the int8 Q-model's outputs cover this quantile of
+      the calibration states' largest centred Q-value and clip the rest
+      (see `scale_q_head`); None gives them the whole range.
     max_mean_action_error: mean distance from the fp32 action, in units of
       half the action range, that an action model may have. Trained
       cartpole-balance policies showed 0.03-0.07 in full int8 (int8 weights
@@ -308,7 +348,9 @@ class PolicyExporter:
                publish: Callable[[Sequence[ExportResult], Sequence[np.ndarray]],
                                  None],
                model_dir: str,
-               min_agreement: float = 0.75,
+               min_agreement: float = 0.9,
+               max_mean_q_regret: float = 0.05,
+               q_output_quantile: Optional[float] = 0.9,
                max_mean_action_error: float = 0.1):
     for precision in precisions:
       # Before any training: the size follows from the parameter count.
@@ -323,6 +365,8 @@ class PolicyExporter:
     self._publish = publish
     self._model_dir = model_dir
     self._min_agreement = min_agreement
+    self._max_mean_q_regret = max_mean_q_regret
+    self._q_output_quantile = q_output_quantile
     self._max_mean_action_error = max_mean_action_error
     self._thread: Optional[threading.Thread] = None
     self._error: Optional[BaseException] = None
@@ -330,6 +374,10 @@ class PolicyExporter:
     # long run does not keep every model's bytes.
     self.results: Sequence[ExportResult] = []
     self.versions_exported = 0
+    # Models its check refused: shown in the learner's status, TensorBoard
+    # and the launcher's progress line.
+    self.refused_exports = 0
+    self.last_refused_export = ''
     os.makedirs(model_dir, exist_ok=True)
 
   @property
@@ -381,39 +429,49 @@ class PolicyExporter:
       return
     normalizer = ObservationNormalizer.from_observations(observations)
     self._snapshot_network.set_weights(weights)
+    output_scale = 1.0
     if self._outputs_q_values:
       centre_q_values(self._snapshot_network)
+      if self._q_output_quantile is not None:
+        output_scale = scale_q_head(self._snapshot_network, observations,
+                                    self._q_output_quantile)
     fold_normalization(self._snapshot_network, normalizer)
     results, passed = [], []
     for precision in self._precisions:
       start = time.monotonic()
+      clip = precision == 'int8' and output_scale != 1.0
       model_bytes = convert(self._snapshot_network, precision,
-                            normalizer(observations))
+                            normalizer(observations), clip_outputs=clip)
       seconds = time.monotonic() - start
-      check = self._check(model_bytes, observations, normalizer)
+      check = self._check(model_bytes, observations, normalizer,
+                          output_scale)
       result = ExportResult(precision, version, model_bytes, normalizer,
                             check, seconds)
       results.append(result)
       if not check.passed:
-        logging.warning('Not publishing %s model version %d: %s', precision,
-                        version, check.reason)
+        self.refused_exports += 1
+        self.last_refused_export = (f'{precision} version {version}: '
+                                    f'{check.reason}')
+        logging.warning('Not publishing %s.', self.last_refused_export)
         continue
-      self._save(result)
+      self._save(result, output_scale)
       passed.append(result)
     self.results = results
     self.versions_exported += 1
     if passed:
       self._publish(passed, weights)
 
-  def _check(self, model_bytes, observations, normalizer) -> ModelCheck:
+  def _check(self, model_bytes, observations, normalizer,
+             output_scale) -> ModelCheck:
     if self._outputs_q_values:
       return check_q_model(model_bytes, self._snapshot_network, observations,
-                           self._min_agreement, normalizer)
+                           self._min_agreement, self._max_mean_q_regret,
+                           normalizer, output_scale)
     return check_action_model(model_bytes, self._snapshot_network,
                               observations, self._action_spec,
                               self._max_mean_action_error, normalizer)
 
-  def _save(self, result: ExportResult) -> None:
+  def _save(self, result: ExportResult, output_scale: float) -> None:
     """Writes the model and, beside it, what an interpreter needs with it."""
     path = os.path.join(self._model_dir, f'policy_{result.precision}')
     with open(path + '.tflite.tmp', 'wb') as f:
@@ -425,6 +483,8 @@ class PolicyExporter:
         'observation_shift': result.normalizer.shift.tolist(),
         'observation_scale': result.normalizer.scale.tolist(),
         'check': result.check.figures,
-        'output': ('Q-values centred over actions (same argmax as Q)'
+        'output': ('Q-values centred over actions (same argmax as Q), '
+                   'divided by output_scale (int8: clipped to [-1, 1])'
                    if self._outputs_q_values else 'action'),
+        'output_scale': output_scale,
     })

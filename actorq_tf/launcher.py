@@ -447,6 +447,7 @@ def _progress(root_dir: str, num_actors: int) -> Dict:
       'train_steps': learner.get('train_step', 0),
       'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
       'model_update_bytes': learner.get('model_update_bytes', {}),
+      'learner': learner,
   }
 
 
@@ -465,6 +466,11 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
     if actor.get('consecutive_refusals'):
       line += (f' | actor_{index} REFUSED {actor["consecutive_refusals"]} '
                f'version(s), last {actor.get("last_refusal")}')
+  learner = progress.get('learner', {})
+  for kind in ('skipped', 'refused'):
+    if learner.get(f'{kind}_exports'):
+      line += (f' | learner {kind.upper()} {learner[f"{kind}_exports"]} '
+               f'export(s), last {learner.get(f"last_{kind}_export")}')
   if results:
     r = results[-1]
     line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '

@@ -73,9 +73,7 @@ def train(root_dir: str,
   agent, policy_network = agents.create_agent(env, train_step)
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
-  checkpointer = common.Checkpointer(
-      os.path.join(root_dir, 'checkpoints'), max_to_keep=3, agent=agent,
-      train_step=train_step)
+  checkpointer = _checkpointer(root_dir, agent, train_step)
   checkpointer.initialize_or_restore()
   restored_train_step = int(train_step)
   if restored_train_step:
@@ -127,6 +125,7 @@ def train(root_dir: str,
   steps_per_second = metrics.RateMeter(step)
   waiting_since = None
   last_status_time = 0.0
+  skipped_exports, last_skipped_export = 0, ''
 
   step_lock = threading.Lock()  # Held while the weights change.
   finished = threading.Event()
@@ -181,7 +180,14 @@ def train(root_dir: str,
         loss = train_fn(experience).loss
         step = int(train_step)
         if step % export_interval == 0:
-          _export(exporter, calibration, step)
+          skipped = _export(exporter, calibration, step)
+          if skipped:
+            skipped_exports += 1
+            last_skipped_export = f'step {step}: {skipped}'
+            logging.warning('Export skipped at %s.', last_skipped_export)
+          tf.summary.scalar('export/skipped', skipped_exports, step=step)
+          tf.summary.scalar('export/refused', exporter.refused_exports,
+                            step=step)
         if step % checkpoint_interval == 0:
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
@@ -195,6 +201,10 @@ def train(root_dir: str,
               restored_train_step=restored_train_step,
               train_steps_per_second=rate, replay_size=replay_size,
               exports=exporter.versions_exported,
+              skipped_exports=skipped_exports,
+              last_skipped_export=last_skipped_export,
+              refused_exports=exporter.refused_exports,
+              last_refused_export=exporter.last_refused_export,
               model_update_bytes=model_update_bytes, **energy_figures(step))
           last_status_time = time.time()
 
@@ -204,21 +214,40 @@ def train(root_dir: str,
   stop.set()  # Lets the watchdog thread end.
   replay.drop_on_daemon_thread(iterator)
   del iterator
-  calibration.close()
   return step
 
 
+def _checkpointer(root_dir: str, agent, train_step) -> common.Checkpointer:
+  return common.Checkpointer(os.path.join(root_dir, 'checkpoints'),
+                             max_to_keep=3, agent=agent, train_step=train_step)
+
+
+def restore_policy_network(root_dir: str):
+  """(env, policy network, train step) of a run's newest checkpoint; gin
+  must hold the run's config (its `config.gin`)."""
+  env = environments.load_environment()
+  train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  agent, policy_network = agents.create_agent(env, train_step)
+  checkpointer = _checkpointer(root_dir, agent, train_step)
+  if not checkpointer.checkpoint_exists:
+    raise ActorQError(f'no checkpoint in {root_dir}/checkpoints')
+  checkpointer.initialize_or_restore().assert_existing_objects_matched()
+  return env, policy_network, int(train_step)
+
+
 def _export(exporter: export.PolicyExporter,
-            calibration: replay.RecentObservations, step: int) -> None:
+            calibration: replay.RecentObservations, step: int
+           ) -> Optional[str]:
+  """Starts an export; returns why none started, if so."""
   if exporter.busy:
-    logging.info('Export at step %d skipped: previous still running.', step)
-    return
+    return 'the previous export is still running'
   observations = calibration.sample()
   if observations is None:
-    logging.info('Export at step %d skipped: no recent observations from '
-                 'the actors.', step)
-    return
+    # Calibrating on older states would fit int8 to states the actors left.
+    return (f'{calibration.fresh_count} observations came from the actors '
+            f'since the last export')
   exporter.export_async(step, observations)
+  return None
 
 
 def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,

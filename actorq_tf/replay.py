@@ -88,39 +88,48 @@ def recent_observations_table(observation_spec, capacity: int = 2048
 
 
 class RecentObservations:
-  """Batches of the actors' newest observations, for calibration.
+  """The observations actors sent since the last call, for calibration.
 
-  A Reverb dataset whose iterator lives as long as this object: sampling
-  waits at most `rate_limiter_timeout_ms` (an empty table after a server
-  restart gives None), and no sampler is destroyed while samples are in
-  flight, which can block in Reverb's C++ code (`Client.sample` does).
+  Each `sample` reads the table with a dataset that stops after `count`
+  samples, so nothing is prefetched for the next call (a live dataset keeps
+  its next batch in flight from the moment it gives one, and the export after
+  would be calibrated on states from before the previous one). The table is
+  then cleared: the next call sees only what came after.
   """
 
   def __init__(self, server_address: str, observation_shape, count: int,
-               rate_limiter_timeout_ms: int = 1_000):
-    self._dataset = reverb.TrajectoryDataset(
-        server_address, table=RECENT_OBSERVATIONS_TABLE, dtypes=tf.float32,
-        shapes=tf.TensorShape(observation_shape),
-        max_in_flight_samples_per_worker=count,
-        rate_limiter_timeout_ms=rate_limiter_timeout_ms,
-    ).batch(count).map(lambda sample: sample.data)
-    self._iterator = None
+               min_fresh: int = 64, rate_limiter_timeout_ms: int = 1_000):
+    self._client = reverb.Client(server_address)
+    self._server_address = server_address
+    self._shape = tf.TensorShape(observation_shape)
+    self._count = count
+    self._min_fresh = min_fresh
+    self._timeout_ms = rate_limiter_timeout_ms
+    self.fresh_count = 0  # Observations in the table at the last call.
 
   def sample(self) -> Optional[np.ndarray]:
-    """`count` observations (with repeats), or None if none came in time."""
+    """`count` observations (with repeats) of those sent since the last
+    call, or None when fewer than `min_fresh` came (see `fresh_count`)."""
     try:
-      if self._iterator is None:
-        self._iterator = iter(self._dataset)
-      return next(self._iterator).numpy()
+      self.fresh_count = self._client.server_info(timeout=5)[
+          RECENT_OBSERVATIONS_TABLE].current_size
+    except SERVER_ERRORS:
+      self.fresh_count = 0
+    if self.fresh_count < self._min_fresh:
+      return None
+    dataset = reverb.TrajectoryDataset(
+        self._server_address, table=RECENT_OBSERVATIONS_TABLE,
+        dtypes=tf.float32, shapes=self._shape,
+        max_in_flight_samples_per_worker=self._count,
+        rate_limiter_timeout_ms=self._timeout_ms, max_samples=self._count)
+    try:
+      observations = [sample.data.numpy() for sample in dataset]
+      self._client.reset(RECENT_OBSERVATIONS_TABLE)
     except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
             tf.errors.UnavailableError, tf.errors.CancelledError,
-            StopIteration):
-      self.close()
+            *SERVER_ERRORS):
       return None
-
-  def close(self) -> None:
-    drop_on_daemon_thread(self._iterator)
-    self._iterator = None
+    return np.stack(observations) if observations else None
 
 
 def drop_on_daemon_thread(iterator) -> None:

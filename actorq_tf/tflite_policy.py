@@ -41,6 +41,12 @@ class ObservationNormalizer:
     return (observations - self.shift) / self.scale
 
 
+def random_argmax(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+  """argmax over the last axis, each tie broken uniformly at random."""
+  is_max = values == values.max(-1, keepdims=True)
+  return np.argmax(np.where(is_max, rng.random(values.shape), -1.0), -1)
+
+
 class TFLiteModel:
   """Runs a TFLite policy model, batch 1 by default.
 
@@ -53,7 +59,7 @@ class TFLiteModel:
 
   def __init__(self, model_bytes: bytes,
                normalizer: Optional[ObservationNormalizer] = None,
-               num_threads: int = 1):
+               num_threads: int = 1, tie_break_seed: int = 0):
     try:
       # One thread per interpreter: with more threads than cores each call
       # becomes thousands of times slower on small machines.
@@ -76,6 +82,9 @@ class TFLiteModel:
     self._int8_max = np.full(self.observation_shape, 127, np.float32)
     # Functions returning numpy views of the interpreter's buffers; a view
     # must not be held across invoke().
+    # int8 Q-values of near-equal actions often round to the same level;
+    # argmax alone would always take the lowest action of a tie.
+    self._tie_breaker = np.random.default_rng(tie_break_seed)
     self._input_buffer = self._interpreter.tensor(self._input_index)
     self._output_buffer = self._interpreter.tensor(self._output_index)
     normalizer = normalizer or ObservationNormalizer.identity(
@@ -143,13 +152,24 @@ class TFLiteModel:
     self._interpreter.invoke()
     return self._dequantize(self._interpreter.get_tensor(self._output_index))
 
+  def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
+    """argmax_a Q(o, a) for a batch, ties broken at random."""
+    return random_argmax(self.outputs(observations), self._tie_breaker)
+
   def greedy_action(self, observation: np.ndarray) -> int:
-    """argmax_a Q(observation, a) for one unbatched observation."""
+    """argmax_a Q(observation, a) for one unbatched observation, ties broken
+    at random."""
     if self._batch_size != 1:
-      return int(np.argmax(self.outputs(observation[None])[0]))
+      return int(self.greedy_actions(observation[None])[0])
     # argmax of int8 outputs equals argmax of their dequantized values
-    # (the scale is positive), so the hot path skips dequantization.
-    return int(np.argmax(self._invoke_single(observation)))
+    # (the scale is positive), so the hot path skips dequantization, and
+    # draws a random number only for a tie.
+    values = self._invoke_single(observation)
+    best = int(np.argmax(values))
+    tied = values == values[best]
+    if np.count_nonzero(tied) > 1:
+      return int(self._tie_breaker.choice(np.flatnonzero(tied)))
+    return best
 
   def action(self, observation: np.ndarray) -> np.ndarray:
     """The continuous action for one unbatched observation."""
@@ -229,7 +249,8 @@ class GaussianNoise:
 
 
 def load_untrusted_model(model_bytes: bytes, normalizer: ObservationNormalizer,
-                         observation_shape, output_size: int) -> TFLiteModel:
+                         observation_shape, output_size: int,
+                         tie_break_seed: int = 0) -> TFLiteModel:
   """A model from bytes that came over the network, or ActorQError.
 
   The bytes are first trial-run in a child process (a damaged model can
@@ -237,7 +258,7 @@ def load_untrusted_model(model_bytes: bytes, normalizer: ObservationNormalizer,
   `output_size` values (its number of actions, or its action size).
   """
   model_trial.trial_load(model_bytes)
-  model = TFLiteModel(model_bytes, normalizer)
+  model = TFLiteModel(model_bytes, normalizer, tie_break_seed=tie_break_seed)
   if (model.observation_shape != tuple(observation_shape) or
       model.output_size != output_size):
     raise ActorQError(

@@ -193,9 +193,12 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
 
 
 def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
+                   earlier: Optional[Dict] = None,
                    log=print) -> Optional[Dict]:
   """The paper-size experiment, one seed per precision, with what its
-  projection needs: the replay ratio and batch of its config."""
+  projection needs: the replay ratio and batch of its config. Runs of
+  precisions not measured now are kept from `earlier` (each costs most of an
+  hour)."""
   experiment = plan.paper_experiment
   if experiment is None:
     return None
@@ -205,6 +208,11 @@ def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
       os.path.join(work_dir, 'paper_size'), experiment.gin_file, (0,),
       experiment.max_wall_time_s, energy_country, plan.precisions,
       experiment.gin_bindings, log=log)
+  if earlier and earlier.get('gin_bindings') == list(experiment.gin_bindings):
+    kept = [run for run in earlier['runs']
+            if run['precision'] not in plan.precisions]
+    runs = sorted(kept + runs, key=lambda run: end_to_end.PRECISIONS.index(
+        run['precision']))
   # pylint: disable=g-import-not-at-top
   import gin
   from actorq_tf import config
@@ -285,8 +293,8 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
                                              log)
     elif part == 'paper_size':
-      results['paper_size'] = run_paper_size(plan, work_dir, energy_country,
-                                             log)
+      results['paper_size'] = run_paper_size(
+          plan, work_dir, energy_country, results.get('paper_size'), log)
     # Written after every part: hours of measurements survive a crash.
     report_writer.write_json(results_path, results)
   report_writer.write_report(results, output_dir)

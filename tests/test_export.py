@@ -68,12 +68,13 @@ def test_check_reports_agreement_and_errors_against_fp32():
   network = _network()
   observations = _observations()
   model = export.convert(network, 'int8', observations)
-  check = export.check_q_model(model, network, observations, min_agreement=0.5)
+  check = export.check_q_model(model, network, observations, min_agreement=0.5,
+                               max_mean_q_regret=np.inf)
   assert check.passed, check.reason
   figures = check.figures
   assert 0.5 <= figures['agreement'] <= 1.0
-  assert 0.0 < figures['max_q_error'] < 0.5
-  assert 0.0 <= figures['mean_q_error'] <= figures['max_q_error']
+  assert 0.0 <= figures['tie_rate'] <= 1.0 - figures['agreement']
+  assert 0.0 < figures['mean_q_error'] < 0.5
   assert figures['mean_q_regret'] >= 0.0
 
 
@@ -81,9 +82,73 @@ def test_check_refuses_agreement_under_the_floor():
   network = _network()
   observations = _observations()
   model = export.convert(network, 'int8', observations)
-  check = export.check_q_model(model, network, observations, min_agreement=1.01)
+  check = export.check_q_model(model, network, observations, min_agreement=1.01,
+                               max_mean_q_regret=np.inf)
   assert not check.passed
   assert 'under the floor' in check.reason
+  check = export.check_q_model(model, network, observations, min_agreement=0.0,
+                               max_mean_q_regret=-1.0)
+  assert not check.passed
+  assert 'regret' in check.reason
+
+
+def test_fidelity_counts_ties_as_disagreements_and_regret_at_random():
+  reference = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0], [0.0, 2.0]])
+  model = np.array([[5, 3], [4, 4], [1, 2], [1, 1]], np.int8)
+  figures = export.q_fidelity(reference, model)
+  assert figures['agreement'] == 0.5  # the two ties count against it
+  assert figures['tie_rate'] == 0.5
+  # A tie loses half the gap on average: (0 + 0.5 + 0 + 1) / 4.
+  assert figures['mean_q_regret'] == pytest.approx(0.375)
+
+
+def _lopsided_network_and_states():
+  """A Q-network whose rare states have action gaps far larger than the
+  rest, as trained ones do."""
+  network = _network(layers=(256, 256))
+  observations = _observations(512)
+  observations[:16] *= 40.0
+  return network, observations
+
+
+def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
+  network, observations = _lopsided_network_and_states()
+  centred = network.copy()
+  centred.create_variables(OBSERVATION_SPEC)
+  centred.set_weights(network.get_weights())
+  export.centre_q_values(centred)
+  full_range = export.check_q_model(
+      export.convert(centred, 'int8', observations), centred, observations,
+      0.0, np.inf)
+  scale = export.scale_q_head(centred, observations, 0.9)
+  assert scale > 0
+  clipped_model = export.convert(centred, 'int8', observations,
+                                 clip_outputs=True)
+  ops = TFLiteModel(clipped_model).op_names()  # the clip is fused: free
+  assert ops.count('FULLY_CONNECTED') == 3
+  assert not {'MINIMUM', 'MAXIMUM', 'RELU_N1_TO_1'} & set(ops)
+  clipped = export.check_q_model(clipped_model, centred, observations, 0.0,
+                                 np.inf, output_scale=scale)
+  assert full_range.figures['tie_rate'] > 0.05, full_range.figures
+  assert clipped.figures['tie_rate'] < 0.5 * full_range.figures['tie_rate']
+  assert clipped.figures['agreement'] > full_range.figures['agreement']
+
+
+def test_check_refuses_a_badly_calibrated_model_and_passes_a_good_one(
+    tmp_path):
+  network, observations = _lopsided_network_and_states()
+  good = export.PolicyExporter(network, CARTPOLE_ACTIONS, ['int8'],
+                               lambda *_: None, str(tmp_path / 'good'))
+  assert good.export(1, observations)[0].check.passed
+  # Calibrated on states near one point: int8 saturates on the rest.
+  bad_calibration = observations[:1] + 0.01 * _observations(256, seed=1)
+  exporter = export.PolicyExporter(network, CARTPOLE_ACTIONS, ['int8'],
+                                   lambda *_: None, str(tmp_path / 'bad'))
+  result = exporter.export(2, bad_calibration)[0]
+  check = export.check_q_model(
+      result.model_bytes, network, observations, good._min_agreement,
+      good._max_mean_q_regret)
+  assert not check.passed, check.figures
 
 
 def test_check_refuses_non_finite_networks():
@@ -92,7 +157,7 @@ def test_check_refuses_non_finite_networks():
   weights[0][0, 0] = np.nan
   network.set_weights(weights)
   model = export.convert(network, 'fp32')
-  check = export.check_q_model(model, network, _observations(), 0.0)
+  check = export.check_q_model(model, network, _observations(), 0.0, np.inf)
   assert not check.passed
   assert 'non-finite' in check.reason
 
@@ -123,7 +188,8 @@ def test_normalization_makes_int8_closer_to_fp32():
   observations = _observations(512)
   observations[:, 2] *= 0.2
   plain = export.check_q_model(
-      export.convert(network, 'int8', observations), network, observations, 0)
+      export.convert(network, 'int8', observations), network, observations, 0,
+      np.inf)
   normalizer = ObservationNormalizer.from_observations(observations)
   folded = network.copy()
   folded.create_variables(OBSERVATION_SPEC)
@@ -131,7 +197,7 @@ def test_normalization_makes_int8_closer_to_fp32():
   export.fold_normalization(folded, normalizer)
   normalized = export.check_q_model(
       export.convert(folded, 'int8', normalizer(observations)), folded,
-      observations, 0, normalizer)
+      observations, 0, np.inf, normalizer)
   assert (normalized.figures['mean_q_error'] <
           0.5 * plain.figures['mean_q_error']), (normalized, plain)
 

@@ -32,12 +32,12 @@ def _server(recent_capacity, sequence_length=2):
   return reverb.Server(tables, port=None)
 
 
-def test_recent_observations_are_the_newest_ones():
+def test_calibration_sees_only_observations_sent_since_the_last_export():
   server = _server(recent_capacity=8)
   client = reverb.Client(f'localhost:{server.port}')
   recent = replay.RecentObservations(f'localhost:{server.port}', [3], 64,
-                                     rate_limiter_timeout_ms=200)
-  assert recent.sample() is None  # none yet, and no wait past the timeout
+                                     min_fresh=4, rate_limiter_timeout_ms=200)
+  assert recent.sample() is None and recent.fresh_count == 0
   writer = replay.ExperienceWriter(client, sequence_length=2,
                                    recent_observation_interval=4)
   for index in range(100):
@@ -51,7 +51,18 @@ def test_recent_observations_are_the_newest_ones():
   # Every 4th step, the newest 8 of them: steps 71, 75, ..., 99.
   assert set(observations[:, 0].astype(int)) <= set(range(71, 100, 4))
   assert len(set(observations[:, 0].astype(int))) > 4
-  recent.close()
+  # Nothing new yet: no calibration set, rather than the old one again.
+  assert recent.sample() is None and recent.fresh_count == 0
+  for index in range(100, 108):  # two new observations: too few
+    writer.write(_step(index))
+  writer.close()
+  assert recent.sample() is None and recent.fresh_count == 2
+  for index in range(108, 200):
+    writer.write(_step(index))
+  writer.close()
+  observations = recent.sample()
+  assert observations.shape == (64, 3)
+  assert set(observations[:, 0].astype(int)) <= set(range(171, 200, 4))
   server.stop()
 
 

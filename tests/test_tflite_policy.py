@@ -45,11 +45,42 @@ def test_greedy_action_is_argmax_of_q_values(int8_model):
   _, observations, normalizer, model = int8_model
   batch_network = TFLiteModel(model, normalizer)
   single_network = TFLiteModel(model, normalizer)
-  expected = np.argmax(batch_network.outputs(observations[:50]), axis=1)
-  actions = [single_network.greedy_action(o) for o in observations[:50]]
-  np.testing.assert_array_equal(actions, expected)
+  q_values = batch_network.outputs(observations[:50])
+  untied = (q_values == q_values.max(1, keepdims=True)).sum(1) == 1
+  assert untied.mean() > 0.8
+  actions = np.array([single_network.greedy_action(o)
+                      for o in observations[:50]])
+  np.testing.assert_array_equal(actions[untied],
+                                np.argmax(q_values, axis=1)[untied])
+  np.testing.assert_array_equal(
+      batch_network.greedy_actions(observations[:50])[untied],
+      actions[untied])
   assert single_network.observation_shape == (4,)
   assert single_network.output_size == 3
+
+
+def test_tied_q_values_are_broken_at_random_not_towards_action_0():
+  tf.random.set_seed(2)
+  network = networks.create_q_network(
+      tensor_spec.TensorSpec([4], tf.float32), 3, (32,))
+  kernel, bias = network.layers[-1].get_weights()
+  network.layers[-1].set_weights([np.repeat(kernel[:, :1], 3, axis=1),
+                                  np.zeros_like(bias)])  # equal Q-values
+  observations = np.random.default_rng(2).normal(size=(300, 4)).astype(
+      np.float32)
+  model = TFLiteModel(export.convert(network, 'int8', observations))
+  assert np.all(model.outputs(observations) ==
+                model.outputs(observations)[:, :1])
+  for actions in (np.array([model.greedy_action(o) for o in observations]),
+                  model.greedy_actions(observations)):
+    counts = np.bincount(actions, minlength=3)
+    assert counts.min() > 70, counts  # about 100 each
+  model_bytes = export.convert(network, 'int8', observations)
+  first, second, other_seed = (TFLiteModel(model_bytes, tie_break_seed=seed)
+                               for seed in (5, 5, 6))
+  draws = [[m.greedy_action(o) for o in observations[:40]]
+           for m in (first, second, other_seed)]
+  assert draws[0] == draws[1] != draws[2]  # per actor, reproducible
 
 
 def test_observations_outside_calibration_saturate_instead_of_wrapping(

@@ -1,0 +1,141 @@
+"""Does an int8 Q-model play its fp32 network's policy? Trained checkpoints.
+
+For each run directory given (a DQN run with checkpoints): restores the
+newest checkpoint and converts it through the learner's own exporter once
+per int8 output mode, calibrated as the learner calibrates (observations of
+actor-like epsilon-greedy play of the fp32 network). Each model is then
+compared with fp32 on the states the fp32 greedy policy visits and on those
+the int8 model's own greedy play visits, over fixed seeds: greedy-action
+agreement (a tie counts as a disagreement), tie rate, mean Q regret, and
+the cost of a call as an actor makes it.
+
+  .venv/bin/python -m benchmarks.q_fidelity --run_dir runs/cartpole_seed0
+"""
+import json
+import os
+import tempfile
+from typing import Dict, List, Optional
+
+from absl import app
+from absl import flags
+import gin
+import numpy as np
+import tensorflow as tf
+
+from actorq_tf import config
+from actorq_tf import environments
+from actorq_tf import export
+from actorq_tf import learner
+from actorq_tf.tflite_policy import TFLiteModel
+from benchmarks import common
+
+flags.DEFINE_multi_string('run_dir', [], 'Trained DQN run directories.')
+flags.DEFINE_list('quantiles', ['none', '0.99', '0.9', '0.75', '0.5'],
+                  'Output modes: `none` gives int8 the whole range of the '
+                  'centred Q-values; q clips above their q-quantile.')
+flags.DEFINE_integer('episodes', 10, 'Greedy episodes per state set.')
+flags.DEFINE_integer('calls', 2000, 'Calls per per-call timing.')
+flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+FLAGS = flags.FLAGS
+
+CALIBRATION_EPSILON = 0.05
+
+
+def play(env, greedy_actions, episodes: int, seed: int, epsilon: float = 0.0):
+  """(observations, mean return) of `episodes` episodes of (epsilon-)greedy
+  play, episode i on seed + i."""
+  rng = np.random.default_rng(seed)
+  num_actions = environments.check_discrete_actions(env)
+  observations, total_return = [], 0.0
+  for episode in range(episodes):
+    env.seed(seed + episode)
+    time_step = env.reset()
+    while not time_step.is_last():
+      observation = np.asarray(time_step.observation, np.float32)
+      observations.append(observation)
+      if rng.random() < epsilon:
+        action = rng.integers(num_actions)
+      else:
+        action = greedy_actions(observation[None])[0]
+      time_step = env.step(np.asarray(action, env.action_spec().dtype))
+      total_return += float(time_step.reward)
+  return np.array(observations, np.float32), total_return / episodes
+
+
+def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
+                calls: int) -> Dict:
+  with open(os.path.join(run_dir, 'config.gin')) as f:
+    run_config = f.read()
+  config.parse_gin([], [run_config])
+  env, q_network, train_step = learner.restore_policy_network(run_dir)
+
+  def fp32_q(observations):
+    return q_network(observations, training=False)[0].numpy()
+
+  def fp32_greedy(observations):
+    return np.argmax(fp32_q(observations), -1)
+
+  # As actors send them: epsilon-greedy play; the exporter draws 256.
+  played, _ = play(env, fp32_greedy, episodes, seed=1,
+                   epsilon=CALIBRATION_EPSILON)
+  calibration = played[np.random.default_rng(0).integers(len(played),
+                                                         size=256)]
+  fp32_states, fp32_return = play(env, fp32_greedy, episodes, seed=10**6)
+  rows = {}
+  for quantile in quantiles:
+    exporter = export.PolicyExporter(
+        q_network, env.action_spec(), ['int8'], lambda *_: None,
+        tempfile.mkdtemp(), min_agreement=0.0, max_mean_q_regret=np.inf,
+        q_output_quantile=quantile)
+    result = exporter.export(train_step, calibration)[0]
+    model = TFLiteModel(result.model_bytes, result.normalizer)
+    int8_states, int8_return = play(env, model.greedy_actions, episodes,
+                                    seed=10**6)
+    rows['none' if quantile is None else f'{quantile:g}'] = {
+        'calibration': result.check.figures,
+        'fp32_visited': export.q_fidelity(fp32_q(fp32_states),
+                                          model.outputs(fp32_states)),
+        'int8_visited': export.q_fidelity(fp32_q(int8_states),
+                                          model.outputs(int8_states)),
+        'int8_return': int8_return,
+        'greedy_action_us': 1e6 * common.seconds_per_call(
+            model.greedy_action, fp32_states, calls),
+        'model_bytes': len(result.model_bytes)}
+  figures = {'run_dir': run_dir, 'train_step': train_step,
+             'environment': gin.query_parameter('load_environment.env_name'),
+             'fp32_return': fp32_return,
+             'states': {'fp32_visited': len(fp32_states)},
+             'modes': rows}
+  tf.keras.backend.clear_session()
+  return figures
+
+
+def print_table(figures: Dict) -> None:
+  print(f'\n{figures["environment"]}, {figures["run_dir"]} (train step '
+        f'{figures["train_step"]}, {figures["states"]["fp32_visited"]} '
+        f'fp32-visited states, fp32 return {figures["fp32_return"]:.1f})')
+  print(f'{"mode":>6} | {"agree fp32-vis":>14} {"ties":>6} {"regret":>8} | '
+        f'{"agree int8-vis":>14} {"ties":>6} {"return":>7} | {"us/call":>7} | '
+        f'calib agree')
+  for mode, row in figures['modes'].items():
+    a, b = row['fp32_visited'], row['int8_visited']
+    print(f'{mode:>6} | {a["agreement"]:14.3f} {a["tie_rate"]:6.3f} '
+          f'{a["mean_q_regret"]:8.4f} | {b["agreement"]:14.3f} '
+          f'{b["tie_rate"]:6.3f} {row["int8_return"]:7.1f} | '
+          f'{row["greedy_action_us"]:7.1f} | '
+          f'{row["calibration"]["agreement"]:.3f}')
+
+
+def main(_):
+  quantiles = [None if q == 'none' else float(q) for q in FLAGS.quantiles]
+  results = []
+  for run_dir in FLAGS.run_dir:
+    figures = measure_run(run_dir, quantiles, FLAGS.episodes, FLAGS.calls)
+    print_table(figures)
+    results.append(figures)
+  if FLAGS.output_json:
+    common.write_json(FLAGS.output_json, {'runs': results})
+
+
+if __name__ == '__main__':
+  app.run(main)
