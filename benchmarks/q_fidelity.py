@@ -85,7 +85,7 @@ def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
   for quantile in quantiles:
     exporter = export.PolicyExporter(
         q_network, env.action_spec(), ['int8'], lambda *_: None,
-        tempfile.mkdtemp(), min_agreement=0.0, max_mean_q_regret=np.inf,
+        tempfile.mkdtemp(), min_agreement=0.0, max_regret_vs_random=np.inf,
         q_output_quantile=quantile)
     result = exporter.export(train_step, calibration)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)

@@ -69,7 +69,7 @@ def test_check_reports_agreement_and_errors_against_fp32():
   observations = _observations()
   model = export.convert(network, 'int8', observations)
   check = export.check_q_model(model, network, observations, min_agreement=0.5,
-                               max_mean_q_regret=np.inf)
+                               max_regret_vs_random=np.inf)
   assert check.passed, check.reason
   figures = check.figures
   assert 0.5 <= figures['agreement'] <= 1.0
@@ -83,11 +83,11 @@ def test_check_refuses_agreement_under_the_floor():
   observations = _observations()
   model = export.convert(network, 'int8', observations)
   check = export.check_q_model(model, network, observations, min_agreement=1.01,
-                               max_mean_q_regret=np.inf)
+                               max_regret_vs_random=np.inf)
   assert not check.passed
   assert 'under the floor' in check.reason
   check = export.check_q_model(model, network, observations, min_agreement=0.0,
-                               max_mean_q_regret=-1.0)
+                               max_regret_vs_random=-1.0)
   assert not check.passed
   assert 'regret' in check.reason
 
@@ -137,18 +137,18 @@ def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
 def test_check_refuses_a_badly_calibrated_model_and_passes_a_good_one(
     tmp_path):
   network, observations = _lopsided_network_and_states()
-  good = export.PolicyExporter(network, CARTPOLE_ACTIONS, ['int8'],
-                               lambda *_: None, str(tmp_path / 'good'))
-  assert good.export(1, observations)[0].check.passed
-  # Calibrated on states near one point: int8 saturates on the rest.
-  bad_calibration = observations[:1] + 0.01 * _observations(256, seed=1)
   exporter = export.PolicyExporter(network, CARTPOLE_ACTIONS, ['int8'],
-                                   lambda *_: None, str(tmp_path / 'bad'))
-  result = exporter.export(2, bad_calibration)[0]
-  check = export.check_q_model(
-      result.model_bytes, network, observations, good._min_agreement,
-      good._max_mean_q_regret)
+                                   lambda *_: None, str(tmp_path))
+  assert exporter.export(1, observations)[0].check.passed
+  thresholds = exporter._min_agreement, exporter._max_regret_vs_random
+  good = export.convert(network, 'int8', observations)
+  assert export.check_q_model(good, network, observations,
+                              *thresholds).passed
+  # Calibrated on states close to 0: int8 saturates on nearly all others.
+  bad = export.convert(network, 'int8', 0.001 * _observations(256, seed=1))
+  check = export.check_q_model(bad, network, observations, *thresholds)
   assert not check.passed, check.figures
+  assert 'regret' in check.reason or 'agreement' in check.reason
 
 
 def test_check_refuses_non_finite_networks():
@@ -320,3 +320,20 @@ def test_a_model_must_be_stored_as_the_precision_it_names():
     export.check_precision(models['fp32'], 'int8', network.count_params())
   with pytest.raises(ActorQError, match='bytes, outside'):
     export.check_precision(models['fp32'], 'fp16', network.count_params())
+
+
+def test_layer_equalization_is_exact_and_evens_out_unit_ranges():
+  for network in (_network(layers=(64, 64)), _actor_network()):
+    weights = network.get_weights()
+    weights[0][:, :8] *= 30.0  # a few hidden units with far larger weights
+    network.set_weights(weights)
+    observations = _observations()
+    before = network(observations)[0].numpy()
+    kernel = network.get_weights()[0]
+    spread_before = np.abs(kernel).max() / np.median(np.abs(kernel).max(0))
+    export.equalize_layers(network)
+    np.testing.assert_allclose(network(observations)[0].numpy(), before,
+                               rtol=1e-4, atol=1e-4)
+    kernel = network.get_weights()[0]
+    spread_after = np.abs(kernel).max() / np.median(np.abs(kernel).max(0))
+    assert spread_after < 0.5 * spread_before, (spread_before, spread_after)
