@@ -73,7 +73,9 @@ def train(root_dir: str,
   agent, policy_network = agents.create_agent(env, train_step)
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
-  checkpointer = _checkpointer(root_dir, agent, train_step)
+  checkpointer = common.Checkpointer(
+      os.path.join(root_dir, 'checkpoints'), max_to_keep=3, agent=agent,
+      train_step=train_step)
   checkpointer.initialize_or_restore()
   restored_train_step = int(train_step)
   if restored_train_step:
@@ -125,7 +127,12 @@ def train(root_dir: str,
   steps_per_second = metrics.RateMeter(step)
   waiting_since = None
   last_status_time = 0.0
-  skipped_exports, last_skipped_export = 0, ''
+  skipped = {'skipped_exports': 0, 'last_skipped_export': ''}
+
+  def export_figures():
+    return dict(exports=exporter.versions_exported,
+                refused_exports=exporter.refused_exports,
+                last_refused_export=exporter.last_refused_export, **skipped)
 
   step_lock = threading.Lock()  # Held while the weights change.
   finished = threading.Event()
@@ -146,7 +153,7 @@ def train(root_dir: str,
     writer.close()
     metrics.write_status(root_dir, 'learner', train_step=int(train_step),
                          restored_train_step=restored_train_step,
-                         stopped=True, exports=exporter.versions_exported,
+                         stopped=True, **export_figures(),
                          model_update_bytes=model_update_bytes, **figures)
     finished.set()
 
@@ -180,12 +187,14 @@ def train(root_dir: str,
         loss = train_fn(experience).loss
         step = int(train_step)
         if step % export_interval == 0:
-          skipped = _export(exporter, calibration, step)
-          if skipped:
-            skipped_exports += 1
-            last_skipped_export = f'step {step}: {skipped}'
-            logging.warning('Export skipped at %s.', last_skipped_export)
-          tf.summary.scalar('export/skipped', skipped_exports, step=step)
+          reason = _export(exporter, calibration, step)
+          if reason:
+            skipped['skipped_exports'] += 1
+            skipped['last_skipped_export'] = f'step {step}: {reason}'
+            logging.warning('Export skipped at %s.',
+                            skipped['last_skipped_export'])
+          tf.summary.scalar('export/skipped', skipped['skipped_exports'],
+                            step=step)
           tf.summary.scalar('export/refused', exporter.refused_exports,
                             step=step)
         if step % checkpoint_interval == 0:
@@ -200,12 +209,8 @@ def train(root_dir: str,
               root_dir, 'learner', train_step=step, loss=float(loss),
               restored_train_step=restored_train_step,
               train_steps_per_second=rate, replay_size=replay_size,
-              exports=exporter.versions_exported,
-              skipped_exports=skipped_exports,
-              last_skipped_export=last_skipped_export,
-              refused_exports=exporter.refused_exports,
-              last_refused_export=exporter.last_refused_export,
-              model_update_bytes=model_update_bytes, **energy_figures(step))
+              model_update_bytes=model_update_bytes, **export_figures(),
+              **energy_figures(step))
           last_status_time = time.time()
 
   watchdog.stop()
@@ -217,21 +222,21 @@ def train(root_dir: str,
   return step
 
 
-def _checkpointer(root_dir: str, agent, train_step) -> common.Checkpointer:
-  return common.Checkpointer(os.path.join(root_dir, 'checkpoints'),
-                             max_to_keep=3, agent=agent, train_step=train_step)
-
-
-def restore_policy_network(root_dir: str):
-  """(env, policy network, train step) of a run's newest checkpoint; gin
-  must hold the run's config (its `config.gin`)."""
+def restore_policy_network(root_dir: str, step: Optional[int] = None):
+  """(env, policy network, train step) of a run's newest checkpoint, or of
+  the one at `step`; gin must hold the run's config (its `config.gin`)."""
   env = environments.load_environment()
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent, policy_network = agents.create_agent(env, train_step)
-  checkpointer = _checkpointer(root_dir, agent, train_step)
-  if not checkpointer.checkpoint_exists:
-    raise ActorQError(f'no checkpoint in {root_dir}/checkpoints')
-  checkpointer.initialize_or_restore().assert_existing_objects_matched()
+  directory = os.path.join(root_dir, 'checkpoints')
+  path = (tf.train.latest_checkpoint(directory) if step is None
+          else os.path.join(directory, f'ckpt-{step}'))
+  if not path or not tf.io.gfile.exists(path + '.index'):
+    raise ActorQError(f'no checkpoint {"" if step is None else step} in '
+                      f'{directory}')
+  # The objects TF-Agents' Checkpointer saves in the train loop.
+  tf.train.Checkpoint(agent=agent, train_step=train_step).restore(
+      path).assert_existing_objects_matched()
   return env, policy_network, int(train_step)
 
 

@@ -14,7 +14,7 @@ the cost of a call as an actor makes it.
 import json
 import os
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 from absl import app
 from absl import flags
@@ -26,19 +26,31 @@ from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import learner
+from actorq_tf.errors import ActorQError
+from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
 flags.DEFINE_multi_string('run_dir', [], 'Trained DQN run directories.')
-flags.DEFINE_list('quantiles', ['none', '0.99', '0.9', '0.75', '0.5'],
-                  'Output modes: `none` gives int8 the whole range of the '
-                  'centred Q-values; q clips above their q-quantile.')
 flags.DEFINE_integer('episodes', 10, 'Greedy episodes per state set.')
 flags.DEFINE_integer('calls', 2000, 'Calls per per-call timing.')
 flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
 
 CALIBRATION_EPSILON = 0.05
+
+# Exporter settings compared (see export.PolicyExporter): int8 outputs over
+# the whole range of the centred Q-values or clipped above a quantile, with
+# or without cross-layer equalization.
+MODES = {
+    'full range (before)': dict(q_output_quantile=None, equalize=False),
+    'full range, equalized': dict(q_output_quantile=None, equalize=True),
+    'clipped at q0.99': dict(q_output_quantile=0.99, equalize=False),
+    'clipped at q0.9': dict(q_output_quantile=0.9, equalize=False),
+    'clipped at q0.9, equalized (default)': dict(q_output_quantile=0.9,
+                                                 equalize=True),
+    'clipped at q0.5, equalized': dict(q_output_quantile=0.5, equalize=True),
+}
 
 
 def play(env, greedy_actions, episodes: int, seed: int, epsilon: float = 0.0):
@@ -62,8 +74,7 @@ def play(env, greedy_actions, episodes: int, seed: int, epsilon: float = 0.0):
   return np.array(observations, np.float32), total_return / episodes
 
 
-def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
-                calls: int) -> Dict:
+def measure_run(run_dir: str, episodes: int, calls: int) -> Dict:
   with open(os.path.join(run_dir, 'config.gin')) as f:
     run_config = f.read()
   config.parse_gin([], [run_config])
@@ -82,16 +93,16 @@ def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
                                                          size=256)]
   fp32_states, fp32_return = play(env, fp32_greedy, episodes, seed=10**6)
   rows = {}
-  for quantile in quantiles:
+  for mode, settings in MODES.items():
     exporter = export.PolicyExporter(
         q_network, env.action_spec(), ['int8'], lambda *_: None,
         tempfile.mkdtemp(), min_agreement=0.0, max_regret_vs_random=np.inf,
-        q_output_quantile=quantile)
+        **settings)
     result = exporter.export(train_step, calibration)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)
     int8_states, int8_return = play(env, model.greedy_actions, episodes,
                                     seed=10**6)
-    rows['none' if quantile is None else f'{quantile:g}'] = {
+    rows[mode] = {
         'calibration': result.check.figures,
         'fp32_visited': export.q_fidelity(fp32_q(fp32_states),
                                           model.outputs(fp32_states)),
@@ -102,6 +113,7 @@ def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
             model.greedy_action, fp32_states, calls),
         'model_bytes': len(result.model_bytes)}
   figures = {'run_dir': run_dir, 'train_step': train_step,
+             'kept_model': kept_model(run_dir, episodes),
              'environment': gin.query_parameter('load_environment.env_name'),
              'fp32_return': fp32_return,
              'states': {'fp32_visited': len(fp32_states)},
@@ -110,27 +122,61 @@ def measure_run(run_dir: str, quantiles: List[Optional[float]], episodes: int,
   return figures
 
 
+def kept_model(run_dir: str, episodes: int) -> Optional[Dict]:
+  """The int8 model the run left in `models/`, against the fp32 network of
+  the same version (if its checkpoint is still there), on its own visited
+  states."""
+  path = os.path.join(run_dir, 'models', 'policy_int8')
+  if not os.path.exists(path + '.json'):
+    return None
+  with open(path + '.json') as f:
+    metadata = json.load(f)
+  try:
+    env, q_network, _ = learner.restore_policy_network(run_dir,
+                                                       metadata['version'])
+  except ActorQError as e:
+    return {'version': metadata['version'], 'error': e.message}
+  with open(path + '.tflite', 'rb') as f:
+    model = TFLiteModel(f.read(), ObservationNormalizer(
+        np.array(metadata['observation_shift'], np.float32),
+        np.array(metadata['observation_scale'], np.float32)))
+  states, mean_return = play(env, model.greedy_actions, episodes, seed=10**6)
+  return {'version': metadata['version'], 'int8_return': mean_return,
+          'int8_visited': export.q_fidelity(
+              q_network(states, training=False)[0].numpy(),
+              model.outputs(states))}
+
+
 def print_table(figures: Dict) -> None:
   print(f'\n{figures["environment"]}, {figures["run_dir"]} (train step '
         f'{figures["train_step"]}, {figures["states"]["fp32_visited"]} '
         f'fp32-visited states, fp32 return {figures["fp32_return"]:.1f})')
-  print(f'{"mode":>6} | {"agree fp32-vis":>14} {"ties":>6} {"regret":>8} | '
+  print(f'{"int8 mode":>36} | {"agree fp32-vis":>14} {"ties":>6} '
+        f'{"regret/rnd":>10} | '
         f'{"agree int8-vis":>14} {"ties":>6} {"return":>7} | {"us/call":>7} | '
         f'calib agree')
   for mode, row in figures['modes'].items():
     a, b = row['fp32_visited'], row['int8_visited']
-    print(f'{mode:>6} | {a["agreement"]:14.3f} {a["tie_rate"]:6.3f} '
-          f'{a["mean_q_regret"]:8.4f} | {b["agreement"]:14.3f} '
+    print(f'{mode:>36} | {a["agreement"]:14.3f} {a["tie_rate"]:6.3f} '
+          f'{a["regret_vs_random"]:10.4f} | {b["agreement"]:14.3f} '
           f'{b["tie_rate"]:6.3f} {row["int8_return"]:7.1f} | '
           f'{row["greedy_action_us"]:7.1f} | '
           f'{row["calibration"]["agreement"]:.3f}')
+  kept = figures['kept_model']
+  if kept and 'error' in kept:
+    print(f'kept model v{kept["version"]}: {kept["error"]}')
+  elif kept:
+    print(f'kept model (models/policy_int8.tflite) v{kept["version"]}: on its '
+          f'own visited states agreement '
+          f'{kept["int8_visited"]["agreement"]:.3f}, ties '
+          f'{kept["int8_visited"]["tie_rate"]:.3f}, return '
+          f'{kept["int8_return"]:.1f}')
 
 
 def main(_):
-  quantiles = [None if q == 'none' else float(q) for q in FLAGS.quantiles]
   results = []
   for run_dir in FLAGS.run_dir:
-    figures = measure_run(run_dir, quantiles, FLAGS.episodes, FLAGS.calls)
+    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls)
     print_table(figures)
     results.append(figures)
   if FLAGS.output_json:

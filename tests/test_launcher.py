@@ -27,6 +27,22 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   assert 'actor_0 REFUSED' not in line
 
 
+def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
+  root_dir = str(tmp_path)
+  _write_actor(root_dir, 0, model_version=300)
+  metrics.write_status(
+      root_dir, 'learner', train_step=2000, skipped_exports=1,
+      last_skipped_export='step 1500: 3 observations came from the actors '
+      'since the last export', refused_exports=2,
+      last_refused_export='int8 version 2000: mean Q regret 0.9')
+  # pylint: disable-next=protected-access
+  line = launcher._progress_line(12.0, launcher._progress(root_dir, 1), [])
+  assert ('learner SKIPPED 1 export(s), last step 1500: 3 observations came '
+          'from the actors since the last export') in line
+  assert ('learner REFUSED 2 export(s), last int8 version 2000: mean Q '
+          'regret 0.9') in line
+
+
 def test_progress_line_is_quiet_when_every_step_comes_from_a_model(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
