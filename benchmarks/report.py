@@ -295,6 +295,9 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
     elif part == 'paper_size':
       results['paper_size'] = run_paper_size(
           plan, work_dir, energy_country, results.get('paper_size'), log)
+    results.setdefault('measured', {})[part] = {
+        'date': datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+        'command': command}
     # Written after every part: hours of measurements survive a crash.
     report_writer.write_json(results_path, results)
   report_writer.write_report(results, output_dir)

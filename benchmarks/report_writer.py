@@ -491,8 +491,9 @@ def write_report(results: Dict, output_dir: str) -> str:
   machine = results['machine']
   lines = [
       '# The ActorQ-TF report', '',
-      f'Plan `{results["plan"]}`, measured {results["date"]} with '
-      f'`{results["command"]}`.', '',
+      f'Plan `{results["plan"]}`; parts measured (the newest run of each):',
+      '', *[f'- {part}: {when["date"]} with `{when["command"]}`'
+            for part, when in results.get('measured', {}).items()], '',
       f'Machine: {machine["cpu"]}, {machine["cores"]} cores, '
       f'{machine["memory_gb"]} GB, GPU: {machine["gpu"] or "none"}; '
       f'{machine["os"]}, Python {machine["python"]}.', '',
