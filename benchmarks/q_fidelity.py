@@ -32,6 +32,8 @@ from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
 flags.DEFINE_multi_string('run_dir', [], 'Trained DQN run directories.')
+flags.DEFINE_integer('checkpoint_step', None, 'The checkpoint to measure; '
+                     'default each run\'s newest.')
 flags.DEFINE_integer('episodes', 10, 'Greedy episodes per state set.')
 flags.DEFINE_integer('calls', 2000, 'Calls per per-call timing.')
 flags.DEFINE_string('output_json', None, 'Also write the figures here.')
@@ -74,11 +76,12 @@ def play(env, greedy_actions, episodes: int, seed: int, epsilon: float = 0.0):
   return np.array(observations, np.float32), total_return / episodes
 
 
-def measure_run(run_dir: str, episodes: int, calls: int) -> Dict:
+def measure_run(run_dir: str, episodes: int, calls: int,
+                step: Optional[int] = None) -> Dict:
   with open(os.path.join(run_dir, 'config.gin')) as f:
     run_config = f.read()
   config.parse_gin([], [run_config])
-  env, q_network, train_step = learner.restore_policy_network(run_dir)
+  env, q_network, train_step = learner.restore_policy_network(run_dir, step)
 
   def fp32_q(observations):
     return q_network(observations, training=False)[0].numpy()
@@ -176,7 +179,8 @@ def print_table(figures: Dict) -> None:
 def main(_):
   results = []
   for run_dir in FLAGS.run_dir:
-    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls)
+    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls,
+                          FLAGS.checkpoint_step)
     print_table(figures)
     results.append(figures)
   if FLAGS.output_json:
