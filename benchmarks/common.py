@@ -39,6 +39,33 @@ def random_walk_observations(env, count: int) -> np.ndarray:
   return np.array(observations, np.float32)
 
 
+def play(env, act, episodes: int, seed: int, noise: float = 0.0):
+  """(observations, mean return) of `episodes` episodes, episode i on seed
+  seed + i, of `act(observation)` with exploration: epsilon = `noise` for
+  discrete actions, Gaussian noise of `noise` half ranges for continuous
+  ones (clipped to the bounds)."""
+  rng = np.random.default_rng(seed)
+  spec = env.action_spec()
+  discrete = environments.is_discrete(env)
+  observations, total_return = [], 0.0
+  for episode in range(episodes):
+    env.seed(seed + episode)
+    time_step = env.reset()
+    while not time_step.is_last():
+      observation = np.asarray(time_step.observation, np.float32)
+      observations.append(observation)
+      if discrete:
+        action = (rng.integers(spec.minimum, spec.maximum + 1)
+                  if rng.random() < noise else act(observation))
+      else:
+        action = np.clip(
+            act(observation) + noise * (spec.maximum - spec.minimum) / 2 *
+            rng.standard_normal(spec.shape), spec.minimum, spec.maximum)
+      time_step = env.step(np.asarray(action, spec.dtype))
+      total_return += float(time_step.reward)
+  return np.array(observations, np.float32), total_return / episodes
+
+
 def describe(env, policy_network) -> dict:
   """The environment's name and the policy network's shape, for reports."""
   layers = [layer.units for layer in policy_network.layers

@@ -23,7 +23,6 @@ import numpy as np
 import tensorflow as tf
 
 from actorq_tf import config
-from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf.errors import ActorQError
@@ -55,27 +54,6 @@ MODES = {
 }
 
 
-def play(env, greedy_actions, episodes: int, seed: int, epsilon: float = 0.0):
-  """(observations, mean return) of `episodes` episodes of (epsilon-)greedy
-  play, episode i on seed + i."""
-  rng = np.random.default_rng(seed)
-  num_actions = environments.check_discrete_actions(env)
-  observations, total_return = [], 0.0
-  for episode in range(episodes):
-    env.seed(seed + episode)
-    time_step = env.reset()
-    while not time_step.is_last():
-      observation = np.asarray(time_step.observation, np.float32)
-      observations.append(observation)
-      if rng.random() < epsilon:
-        action = rng.integers(num_actions)
-      else:
-        action = greedy_actions(observation[None])[0]
-      time_step = env.step(np.asarray(action, env.action_spec().dtype))
-      total_return += float(time_step.reward)
-  return np.array(observations, np.float32), total_return / episodes
-
-
 def measure_run(run_dir: str, episodes: int, calls: int,
                 step: Optional[int] = None) -> Dict:
   with open(os.path.join(run_dir, 'config.gin')) as f:
@@ -90,11 +68,12 @@ def measure_run(run_dir: str, episodes: int, calls: int,
     return np.argmax(fp32_q(observations), -1)
 
   # As actors send them: epsilon-greedy play; the exporter draws 256.
-  played, _ = play(env, fp32_greedy, episodes, seed=1,
-                   epsilon=CALIBRATION_EPSILON)
+  played, _ = common.play(env, lambda o: fp32_greedy(o[None])[0], episodes,
+                          seed=1, noise=CALIBRATION_EPSILON)
   calibration = played[np.random.default_rng(0).integers(len(played),
                                                          size=256)]
-  fp32_states, fp32_return = play(env, fp32_greedy, episodes, seed=10**6)
+  fp32_states, fp32_return = common.play(
+      env, lambda o: fp32_greedy(o[None])[0], episodes, seed=10**6)
   rows = {}
   for mode, settings in MODES.items():
     exporter = export.PolicyExporter(
@@ -103,8 +82,8 @@ def measure_run(run_dir: str, episodes: int, calls: int,
         **settings)
     result = exporter.export(train_step, calibration)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)
-    int8_states, int8_return = play(env, model.greedy_actions, episodes,
-                                    seed=10**6)
+    int8_states, int8_return = common.play(env, model.greedy_action,
+                                           episodes, seed=10**6)
     rows[mode] = {
         'calibration': result.check.figures,
         'fp32_visited': export.q_fidelity(fp32_q(fp32_states),
@@ -143,7 +122,8 @@ def kept_model(run_dir: str, episodes: int) -> Optional[Dict]:
     model = TFLiteModel(f.read(), ObservationNormalizer(
         np.array(metadata['observation_shift'], np.float32),
         np.array(metadata['observation_scale'], np.float32)))
-  states, mean_return = play(env, model.greedy_actions, episodes, seed=10**6)
+  states, mean_return = common.play(env, model.greedy_action, episodes,
+                                    seed=10**6)
   return {'version': metadata['version'], 'int8_return': mean_return,
           'int8_visited': export.q_fidelity(
               q_network(states, training=False)[0].numpy(),

@@ -1,0 +1,152 @@
+"""Return retention on a fixed checkpoint: every precision plays the same
+seeded episodes.
+
+The evaluator's per-version returns compare int8 and fp32 at the version a
+run stopped on, which the stopping rule picks for a good int8 score. Here a
+trained checkpoint is restored once and each mode plays `--episodes`
+episodes on the same seeds: greedy fp32 through TF, the fp32 and fp16 TFLite
+models, and full int8 as the exporter made it before equalization and
+clipping and as it makes it now. Each mode gets its mean return with a 95%
+confidence interval, its ratio to fp32, its fidelity on the states fp32's
+greedy play visits (agreement, ties and regret, or action error), its time
+per batch-1 call as an actor makes it, and its bytes. Models are calibrated
+as the learner calibrates (256 observations of exploring play).
+
+  .venv/bin/python -m benchmarks.retention --run_dir runs/cartpole_seed0
+"""
+import os
+import tempfile
+from typing import Dict, Optional
+
+from absl import app
+from absl import flags
+import gin
+import numpy as np
+
+from actorq_tf import config
+from actorq_tf import environments
+from actorq_tf import evaluation
+from actorq_tf import export
+from actorq_tf import learner
+from actorq_tf.tflite_policy import TFLiteModel
+from benchmarks import common
+
+flags.DEFINE_multi_string('run_dir', [], 'Trained run directories.')
+flags.DEFINE_integer('checkpoint_step', None, 'The checkpoint to measure; '
+                     'default each run\'s newest.')
+flags.DEFINE_integer('episodes', 100, 'Episodes per mode, on the same seeds.')
+flags.DEFINE_integer('calls', 1000, 'Calls per per-call timing.')
+flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+FLAGS = flags.FLAGS
+
+# Exploration of the play that calibration observations come from, as the
+# actors explore (epsilon; sigma in half ranges).
+CALIBRATION_NOISE = {True: 0.05, False: 0.3}
+# TFLite modes: (precision, exporter settings).
+MODES = {
+    'fp32 TFLite': ('fp32', {}),
+    'fp16': ('fp16', {}),
+    'int8, before (full range, not equalized)': (
+        'int8', dict(q_output_quantile=None, equalize=False)),
+    'int8 (default)': ('int8', {}),
+}
+
+
+def _interval(returns) -> Dict[str, float]:
+  returns = np.asarray(returns, np.float64)
+  half_width = 1.96 * returns.std(ddof=1) / np.sqrt(len(returns))
+  return {'mean_return': float(returns.mean()),
+          'ci95': float(half_width)}
+
+
+def measure_run(run_dir: str, episodes: int, calls: int,
+                step: Optional[int] = None) -> Dict:
+  with open(os.path.join(run_dir, 'config.gin')) as f:
+    config.parse_gin([], [f.read()])
+  env, network, train_step = learner.restore_policy_network(run_dir, step)
+  discrete = environments.is_discrete(env)
+  spec = env.action_spec()
+  half_range = (np.asarray(spec.maximum, np.float32) -
+                np.asarray(spec.minimum, np.float32)) / 2
+
+  def fp32_outputs(observations):
+    return network(observations, training=False)[0].numpy()
+
+  def fp32_policy(observations):
+    outputs = fp32_outputs(observations)
+    return (np.argmax(outputs, -1) if discrete
+            else np.clip(outputs, spec.minimum, spec.maximum))
+
+  played, _ = common.play(env, lambda o: fp32_policy(o[None])[0], 10, seed=1,
+                          noise=CALIBRATION_NOISE[discrete])
+  calibration = played[np.random.default_rng(0).integers(len(played),
+                                                         size=256)]
+  fp32_states, _ = common.play(env, lambda o: fp32_policy(o[None])[0], 10,
+                               seed=10**6)
+  reference = fp32_outputs(fp32_states)
+  envs = [environments.load_environment() for _ in range(episodes)]
+  seeds = [2 * 10**6 + i for i in range(episodes)]
+  fp32_returns = evaluation.greedy_returns(envs, fp32_policy, seeds)
+  rows = {'fp32 (TF)': {**_interval(fp32_returns), 'ratio_to_fp32': 1.0}}
+  for mode, (precision, settings) in MODES.items():
+    exporter = export.PolicyExporter(
+        network, spec, [precision], lambda *_: None, tempfile.mkdtemp(),
+        min_agreement=0.0, max_regret_vs_random=np.inf,
+        max_mean_action_error=np.inf, **settings)
+    result = exporter.export(train_step, calibration)[0]
+    model = TFLiteModel(result.model_bytes, result.normalizer)
+    if discrete:
+      policy, act = model.greedy_actions, model.greedy_action
+      fidelity = export.q_fidelity(reference, model.outputs(fp32_states))
+    else:
+      policy = lambda o: np.clip(model.outputs(o), spec.minimum, spec.maximum)  # pylint: disable=cell-var-from-loop
+      act = model.action
+      errors = np.abs(model.outputs(fp32_states) - reference) / half_range
+      fidelity = {'mean_action_error': float(errors.mean()),
+                  'max_action_error': float(errors.max())}
+    returns = evaluation.greedy_returns(envs, policy, seeds)
+    figures = _interval(returns)
+    rows[mode] = {
+        **figures,
+        'ratio_to_fp32': figures['mean_return'] / rows['fp32 (TF)'][
+            'mean_return'] if rows['fp32 (TF)']['mean_return'] else None,
+        **fidelity,
+        'call_us': 1e6 * common.seconds_per_call(act, fp32_states, calls),
+        'model_bytes': len(result.model_bytes)}
+  return {'run_dir': run_dir, 'train_step': train_step,
+          'environment': gin.query_parameter('load_environment.env_name'),
+          'episodes': episodes, 'modes': rows}
+
+
+def print_table(figures: Dict) -> None:
+  print(f'\n{figures["environment"]}, {figures["run_dir"]} (train step '
+        f'{figures["train_step"]}, {figures["episodes"]} episodes per mode, '
+        f'the same seeds)')
+  for mode, row in figures['modes'].items():
+    line = (f'{mode:>42}: return {row["mean_return"]:8.1f} +- '
+            f'{row["ci95"]:6.1f}, ratio {row["ratio_to_fp32"] or 0:.3f}')
+    if 'agreement' in row:
+      line += (f', agreement {row["agreement"]:.3f}, ties '
+               f'{row["tie_rate"]:.3f}, regret/random '
+               f'{row["regret_vs_random"]:.3f}')
+    elif 'mean_action_error' in row:
+      line += (f', action error mean {row["mean_action_error"]:.4f} max '
+               f'{row["max_action_error"]:.3f}')
+    if 'call_us' in row:
+      line += f', {row["call_us"]:.1f} us/call, {row["model_bytes"]:,} B'
+    print(line)
+
+
+def main(_):
+  results = []
+  for run_dir in FLAGS.run_dir:
+    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls,
+                          FLAGS.checkpoint_step)
+    print_table(figures)
+    results.append(figures)
+  if FLAGS.output_json:
+    common.write_json(FLAGS.output_json, {'runs': results})
+
+
+if __name__ == '__main__':
+  app.run(main)
