@@ -130,13 +130,14 @@ class TFLiteModel:
             self._output_scale)
 
   def _invoke_single(self, observation: np.ndarray) -> np.ndarray:
+    """The outputs for one observation, as a view of the interpreter's own
+    buffer: valid until the next call."""
     # The hot path of every actor step: writes into the interpreter's own
     # input buffer and reads its output buffer, without set_tensor's and
     # get_tensor's checks and copies (half the call time of a small model).
     self._input_buffer()[0] = self._affine(observation)  # casts the dtype
     self._interpreter.invoke()
-    # A copy: the buffer is the interpreter's, rewritten by the next call.
-    return self._output_buffer()[0].copy()
+    return self._output_buffer()[0]
 
   def outputs(self, observations: np.ndarray) -> np.ndarray:
     """Outputs for a batch of observations, shape [batch, output_size]."""
@@ -162,20 +163,21 @@ class TFLiteModel:
     if self._batch_size != 1:
       return int(self.greedy_actions(observation[None])[0])
     # argmax of int8 outputs equals argmax of their dequantized values
-    # (the scale is positive), so the hot path skips dequantization, and
-    # draws a random number only for a tie.
-    values = self._invoke_single(observation)
-    best = int(np.argmax(values))
-    tied = values == values[best]
-    if np.count_nonzero(tied) > 1:
-      return int(self._tie_breaker.choice(np.flatnonzero(tied)))
-    return best
+    # (the scale is positive), so the hot path skips dequantization. A few
+    # values are cheaper to compare as a Python list than as an array, and a
+    # random number is drawn only for a tie.
+    values = self._invoke_single(observation).tolist()
+    best = max(values)
+    if values.count(best) == 1:
+      return values.index(best)
+    return int(self._tie_breaker.choice(
+        [action for action, value in enumerate(values) if value == best]))
 
   def action(self, observation: np.ndarray) -> np.ndarray:
     """The continuous action for one unbatched observation."""
     if self._batch_size != 1:
       return self.outputs(observation[None])[0]
-    return self._dequantize(self._invoke_single(observation))
+    return self._dequantize(self._invoke_single(observation).copy())
 
   def op_names(self):
     """Names of the builtin ops in the model, for checks and tests."""
