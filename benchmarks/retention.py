@@ -7,7 +7,8 @@ trained checkpoint is restored once and each mode plays `--episodes`
 episodes on the same seeds: greedy fp32 through TF, the fp32 and fp16 TFLite
 models, and full int8 as the exporter made it before equalization and
 clipping and as it makes it now. Each mode gets its mean return with a 95%
-confidence interval, its ratio to fp32, its fidelity on the states fp32's
+confidence interval, its difference from fp32 (and its ratio, where fp32's
+return is positive), its fidelity on the states fp32's
 greedy play visits (agreement, ties and regret, or action error), its time
 per batch-1 call as an actor makes it, and its bytes. Models are calibrated
 as the learner calibrates (256 observations of exploring play).
@@ -87,7 +88,8 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   envs = [environments.load_environment() for _ in range(episodes)]
   seeds = [2 * 10**6 + i for i in range(episodes)]
   fp32_returns = evaluation.greedy_returns(envs, fp32_policy, seeds)
-  rows = {'fp32 (TF)': {**_interval(fp32_returns), 'ratio_to_fp32': 1.0}}
+  fp32_mean = float(np.mean(fp32_returns))
+  rows = {'fp32 (TF)': _interval(fp32_returns)}
   for mode, (precision, settings) in MODES.items():
     exporter = export.PolicyExporter(
         network, spec, [precision], lambda *_: None, tempfile.mkdtemp(),
@@ -108,8 +110,10 @@ def measure_run(run_dir: str, episodes: int, calls: int,
     figures = _interval(returns)
     rows[mode] = {
         **figures,
-        'ratio_to_fp32': figures['mean_return'] / rows['fp32 (TF)'][
-            'mean_return'] if rows['fp32 (TF)']['mean_return'] else None,
+        'minus_fp32': figures['mean_return'] - fp32_mean,
+        # A ratio reads backwards for negative returns (Acrobot's).
+        'ratio_to_fp32': (figures['mean_return'] / fp32_mean
+                          if fp32_mean > 0 else None),
         **fidelity,
         'call_us': 1e6 * common.seconds_per_call(act, fp32_states, calls),
         'model_bytes': len(result.model_bytes)}
@@ -123,8 +127,11 @@ def print_table(figures: Dict) -> None:
         f'{figures["train_step"]}, {figures["episodes"]} episodes per mode, '
         f'the same seeds)')
   for mode, row in figures['modes'].items():
-    line = (f'{mode:>42}: return {row["mean_return"]:8.1f} +- '
-            f'{row["ci95"]:6.1f}, ratio {row["ratio_to_fp32"] or 0:.3f}')
+    line = f'{mode:>42}: return {row["mean_return"]:8.1f} +- {row["ci95"]:6.1f}'
+    if 'minus_fp32' in row:
+      line += f', {row["minus_fp32"]:+.1f} against fp32'
+    if row.get('ratio_to_fp32') is not None:
+      line += f', ratio {row["ratio_to_fp32"]:.3f}'
     if 'agreement' in row:
       line += (f', agreement {row["agreement"]:.3f}, ties '
                f'{row["tie_rate"]:.3f}, regret/random '
