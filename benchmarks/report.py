@@ -36,7 +36,7 @@ from benchmarks import end_to_end
 from benchmarks import report_writer
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PARTS = ('inference', 'actors', 'end_to_end', 'paper_size')
+PARTS = ('inference', 'actors', 'end_to_end', 'paper_size', 'retention')
 PAPER_POLICY = 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 # ActorQ's D4PG networks: the policy above and a 512x512x256 critic with
 # layer norm.
@@ -84,6 +84,9 @@ class Plan:
   # case of the same task whose figures project it to K actors.
   paper_experiment: Optional[Experiment] = None
   paper_actor_case: Optional[str] = None
+  # Episodes per mode of the retention part, on the checkpoint of each
+  # experiment's first int8 run that reached its target.
+  retention_episodes: int = 100
 
 
 _INFERENCE_CASES = (
@@ -114,7 +117,8 @@ PLANS = {
         paper_experiment=Experiment(
             'cartpole-balance (D4PG), paper-size networks',
             'd4pg_cartpole_balance.gin', 3000, PAPER_NETWORKS),
-        paper_actor_case='cartpole-balance, 2048x2048x2048 policy'),
+        paper_actor_case='cartpole-balance, 2048x2048x2048 policy',
+        retention_episodes=100),
     'quick': Plan(
         name='quick',
         inference_cases=_INFERENCE_CASES, inference_calls=300,
@@ -124,16 +128,18 @@ PLANS = {
         actor_repeats=1,
         experiments=(
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 90),),
-        seeds=(0,)),
+        seeds=(0,), retention_episodes=10),
 }
 
 
-def _run_benchmark(module: str, gin_file: str, gin_bindings: Sequence[str],
-                   args: Sequence[str], log_path: str) -> Dict:
+def _run_benchmark(module: str, gin_file: Optional[str],
+                   gin_bindings: Sequence[str], args: Sequence[str],
+                   log_path: str) -> Dict:
   with tempfile.TemporaryDirectory() as tmp:
     output = os.path.join(tmp, 'figures.json')
-    command = [sys.executable, '-m', module, '--gin_file', gin_file,
-               '--output_json', output, *args]
+    command = [sys.executable, '-m', module, '--output_json', output, *args]
+    if gin_file:
+      command += ['--gin_file', gin_file]
     for binding in gin_bindings:
       command += ['--gin_bindings', binding]
     with open(log_path, 'w') as log:
@@ -229,6 +235,35 @@ def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
           'actor_case': plan.paper_actor_case, **replay_ratio, 'runs': runs}
 
 
+def run_retention(plan: Plan, results: Dict, work_dir: str,
+                  log=print) -> List[Dict]:
+  """Every precision on the same seeded episodes, on the checkpoint of each
+  experiment's (and the paper-size experiment's) first int8 run that reached
+  its target: the last evaluation of a run is picked by the stopping rule."""
+  experiments = list(results.get('end_to_end') or [])
+  if results.get('paper_size'):
+    experiments.append(results['paper_size'])
+  figures = []
+  for experiment in experiments:
+    runs = [r for r in experiment['runs']
+            if r['precision'] == 'int8' and r['target_reached']]
+    found = [r['root_dir'] for r in runs
+             if os.path.isdir(os.path.join(r['root_dir'], 'checkpoints'))]
+    if not found:
+      figures.append({'label': experiment['label'], 'error': (
+          'no int8 run of this experiment reached its target' if not runs
+          else 'its run directories are gone; measure end_to_end again')})
+      continue
+    log(f'Retention, {experiment["label"]}: {plan.retention_episodes} '
+        f'episodes per mode on {found[0]}...')
+    measured = _run_benchmark(
+        'benchmarks.retention', None, (),
+        ['--run_dir', found[0], '--episodes', str(plan.retention_episodes)],
+        os.path.join(work_dir, f'retention_{len(figures)}.log'))
+    figures.append({'label': experiment['label'], **measured['runs'][0]})
+  return figures
+
+
 def machine() -> Dict:
   cpu = platform.processor()
   try:
@@ -292,6 +327,8 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
     elif part == 'end_to_end':
       results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
                                              log)
+    elif part == 'retention':
+      results['retention'] = run_retention(plan, results, work_dir, log)
     elif part == 'paper_size':
       results['paper_size'] = run_paper_size(
           plan, work_dir, energy_country, results.get('paper_size'), log)

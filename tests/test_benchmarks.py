@@ -27,7 +27,7 @@ TINY_PLAN = report.Plan(
          # An untrained greedy policy scores about 9: the first evaluation
          # reaches the target.
          'run_local.target_return = 9.0')),),
-    seeds=(0,), precisions=('fp32', 'int8'))
+    seeds=(0,), precisions=('fp32', 'int8'), retention_episodes=5)
 
 
 @pytest.fixture(scope='module')
@@ -77,8 +77,20 @@ def test_the_report_holds_every_part(tiny_report):
     assert set(run['exit_codes'].values()) == {0}
     assert run['model_update_bytes'] > 0
 
+  # Every mode on the int8 run's own checkpoint, the same 5 episodes.
+  (checkpoint,) = results['retention']
+  assert checkpoint['run_dir'] == runs[1]['root_dir']
+  assert checkpoint['episodes'] == 5
+  assert list(checkpoint['modes']) == [
+      'fp32 (TF)', 'fp32 TFLite', 'fp16',
+      'int8, before (full range, not equalized)', 'int8 (default)']
+  fp32_tflite = checkpoint['modes']['fp32 TFLite']
+  assert fp32_tflite['agreement'] >= 0.99  # the same network, in TFLite
+  assert checkpoint['modes']['int8 (default)']['model_bytes'] > 0
+
   with open(os.path.join(output_dir, report_writer.REPORT_FILE)) as f:
     text = f.read()
+  assert '## 5. Retention on fixed checkpoints' in text
   assert 'Machine:' in text and 'tensorflow 2.15.1' in text
   assert '| dynamic_int8 |' in text
   assert '- int8 / fp32: time to target' in text
@@ -136,17 +148,53 @@ def test_goals_that_are_not_met_are_said_plainly(tmp_path):
   assert table['int8']['reached'] == 1
   assert table['int8']['time_to_target_s'] == float('inf')  # median of 2
   assert table['tf']['time_to_target_s'] == 75.0
-  assert table['int8']['retention'] == pytest.approx(
-      (150 / 165 + 380 / 400) / 2)
   # The int8 median missed the target: slower than tf by more than 300/75.
   assert ('wall time to target int8 / tf, Pendulum | <= 0.5 | > 4.00 (int8 '
           'missed the target) | **NOT met**') in text
-  assert ('greedy return int8 / fp32, same version, Pendulum, last '
-          'evaluation (median over all runs) | >= 0.98 | 0.975 | **NOT met**'
-          ) in text
+  # The last evaluation, which the stopping rule picks, is not a figure.
+  assert 'last evaluation (median' not in text
+  assert 'retention, last eval' not in text
   assert report_writer.retention_over_evaluations(
       results['end_to_end'][0]['runs'][1]) == pytest.approx(950 / 1065)
   assert '| int8 | 1/2 | not reached (120.0, not reached)' in text
+
+
+def _retention_checkpoint(label, fp32_return, int8_return, ci95):
+  fidelity = {'agreement': 0.9, 'tie_rate': 0.01, 'regret_vs_random': 0.02,
+              'call_us': 10.0, 'model_bytes': 70_000}
+  modes = {'fp32 (TF)': {'mean_return': fp32_return, 'ci95': 0.0}}
+  for mode, mean in (('fp32 TFLite', fp32_return), ('fp16', fp32_return),
+                     ('int8, before (full range, not equalized)', fp32_return),
+                     ('int8 (default)', int8_return)):
+    modes[mode] = {'mean_return': mean, 'ci95': ci95,
+                   'minus_fp32': mean - fp32_return,
+                   'ratio_to_fp32': mean / fp32_return if fp32_return > 0
+                                    else None, **fidelity}
+  return {'label': label, 'run_dir': '/nowhere', 'train_step': 17000,
+          'episodes': 100, 'modes': modes}
+
+
+def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
+  results = {'plan': 'canned', 'machine': report.machine(),
+             'versions': report.versions(), 'retention': [
+                 _retention_checkpoint('CartPole', 500.0, 498.6, 2.8),
+                 _retention_checkpoint('Pendulum', 400.0, 380.0, 5.0),
+                 _retention_checkpoint('Acrobot', -500.0, -136.6, 8.8),
+                 {'label': 'Gone', 'error': 'its run directories are gone'}]}
+  report_writer.write_report(results, str(tmp_path))
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  assert '## 5. Retention on fixed checkpoints' in text
+  prefix = ('greedy return int8 / fp32 on a fixed checkpoint, the same '
+            'seeded episodes, ')
+  assert (prefix + 'CartPole | >= 0.99 | 0.997 (95%: 0.992-1.003) | met'
+          ) in text
+  assert (prefix + 'Pendulum | >= 0.99 | 0.950 (95%: 0.938-0.963) | '
+          '**NOT met**') in text
+  # No ratio for negative returns: it would read backwards.
+  assert (prefix + 'Acrobot | >= 0.99 | +363.4 against fp32 (no ratio for '
+          'returns <= 0) | not judged') in text
+  assert prefix + 'Gone | >= 0.99 | n/a | not measured: its run' in text
+  assert '| int8 (default) | 498.6 +- 2.8 | 0.997 | -1.4 |' in text
 
 
 def test_retention_is_below_one_when_int8_is_worse():
