@@ -275,13 +275,14 @@ def check_q_model(model_bytes: bytes, q_network: network_lib.Network,
                   observations: np.ndarray, min_agreement: float,
                   max_regret_vs_random: float,
                   normalizer: Optional[ObservationNormalizer] = None,
-                  output_scale: float = 1.0) -> ModelCheck:
+                  output_scale: float = 1.0, clipped: bool = False
+                 ) -> ModelCheck:
   """Compares greedy actions and Q-values of a TFLite model with fp32.
 
   `q_network` is the network the model was converted from (centred
   Q-values divided by `output_scale`, see `scale_q_head`) and takes the
   observations after `normalizer`; the model takes raw observations, and
-  its int8 outputs are clipped to [-1, 1] if they were scaled. It passes with an
+  its outputs are clipped to [-1, 1] if `clipped` (int8). It passes with an
   agreement of at least `min_agreement` (ties count against it) and a mean
   regret of at most `max_regret_vs_random` times that of random actions.
   """
@@ -290,10 +291,11 @@ def check_q_model(model_bytes: bytes, q_network: network_lib.Network,
   if isinstance(compared, ModelCheck):
     return compared
   reference, outputs = compared
+  # Where the model clips, its outputs are not the Q-values' to compare.
+  unclipped = (np.abs(reference) < 1.0 if clipped
+               else np.ones(reference.shape, bool))
   reference, q_values = reference * output_scale, outputs * output_scale
   figures = q_fidelity(reference, q_values)
-  unclipped = (np.abs(outputs) < 0.999 if output_scale != 1.0
-               else np.ones(outputs.shape, bool))
   errors = np.abs(q_values - reference)[unclipped]
   figures['mean_q_error'] = float(errors.mean()) if errors.size else 0.0
   problems = []
@@ -350,8 +352,9 @@ class ExportResult:
 class PolicyExporter:
   """Converts, checks and publishes models on a thread of its own.
 
-  Q-value models output centred Q-values (see `centre_q_values`): the
-  actors need only their argmax. Action models output the action.
+  Q-value models output centred Q-values (see `centre_q_values`) divided
+  by a scale that int8 clips above (see `scale_q_head`): the actors need
+  only their argmax. Action models output the action.
 
   The train loop hands over a copy of the weights and goes on training; an
   export requested while the previous one still runs is skipped, so
@@ -490,7 +493,7 @@ class PolicyExporter:
                             normalizer(observations), clip_outputs=clip)
       seconds = time.monotonic() - start
       check = self._check(model_bytes, observations, normalizer,
-                          output_scale)
+                          output_scale, clip)
       result = ExportResult(precision, version, model_bytes, normalizer,
                             check, seconds)
       results.append(result)
@@ -507,12 +510,12 @@ class PolicyExporter:
     if passed:
       self._publish(passed, weights)
 
-  def _check(self, model_bytes, observations, normalizer,
-             output_scale) -> ModelCheck:
+  def _check(self, model_bytes, observations, normalizer, output_scale,
+             clipped) -> ModelCheck:
     if self._outputs_q_values:
       return check_q_model(model_bytes, self._snapshot_network, observations,
                            self._min_agreement, self._max_regret_vs_random,
-                           normalizer, output_scale)
+                           normalizer, output_scale, clipped)
     return check_action_model(model_bytes, self._snapshot_network,
                               observations, self._action_spec,
                               self._max_mean_action_error, normalizer)

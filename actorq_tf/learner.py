@@ -193,10 +193,11 @@ def train(root_dir: str,
             skipped['last_skipped_export'] = f'step {step}: {reason}'
             logging.warning('Export skipped at %s.',
                             skipped['last_skipped_export'])
-          tf.summary.scalar('export/skipped', skipped['skipped_exports'],
-                            step=step)
-          tf.summary.scalar('export/refused', exporter.refused_exports,
-                            step=step)
+          with tf.summary.record_if(True):  # at every export, not every Nth
+            tf.summary.scalar('export/skipped', skipped['skipped_exports'],
+                              step=step)
+            tf.summary.scalar('export/refused', exporter.refused_exports,
+                              step=step)
         if step % checkpoint_interval == 0:
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
@@ -249,8 +250,7 @@ def _export(exporter: export.PolicyExporter,
   observations = calibration.sample()
   if observations is None:
     # Calibrating on older states would fit int8 to states the actors left.
-    return (f'{calibration.fresh_count} observations came from the actors '
-            f'since the last export')
+    return calibration.failure
   exporter.export_async(step, observations)
   return None
 

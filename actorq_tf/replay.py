@@ -106,16 +106,23 @@ class RecentObservations:
     self._min_fresh = min_fresh
     self._timeout_ms = rate_limiter_timeout_ms
     self.fresh_count = 0  # Observations in the table at the last call.
+    self.failure = ''  # Why the last call gave None.
 
   def sample(self) -> Optional[np.ndarray]:
     """`count` observations (with repeats) of those sent since the last
-    call, or None when fewer than `min_fresh` came (see `fresh_count`)."""
+    call, or None when fewer than `min_fresh` came or the server failed
+    (see `failure`)."""
+    self.failure = ''
     try:
       self.fresh_count = self._client.server_info(timeout=5)[
           RECENT_OBSERVATIONS_TABLE].current_size
-    except SERVER_ERRORS:
+    except SERVER_ERRORS as e:
       self.fresh_count = 0
+      self.failure = f'the Reverb server did not answer ({type(e).__name__})'
+      return None
     if self.fresh_count < self._min_fresh:
+      self.failure = (f'{self.fresh_count} observations came from the actors '
+                      f'since the last export')
       return None
     dataset = reverb.TrajectoryDataset(
         self._server_address, table=RECENT_OBSERVATIONS_TABLE,
@@ -127,9 +134,13 @@ class RecentObservations:
       self._client.reset(RECENT_OBSERVATIONS_TABLE)
     except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
             tf.errors.UnavailableError, tf.errors.CancelledError,
-            *SERVER_ERRORS):
+            *SERVER_ERRORS) as e:
+      self.failure = f'reading the observations failed ({type(e).__name__})'
       return None
-    return np.stack(observations) if observations else None
+    if not observations:
+      self.failure = 'no observation came within the timeout'
+      return None
+    return np.stack(observations)
 
 
 def drop_on_daemon_thread(iterator) -> None:

@@ -1,7 +1,7 @@
 """Does an int8 Q-model play its fp32 network's policy? Trained checkpoints.
 
-For each run directory given (a DQN run with checkpoints): restores the
-newest checkpoint and converts it through the learner's own exporter once
+For each run directory given (a DQN run with checkpoints): restores its
+newest checkpoint (or `--checkpoint_step`) and converts it through the learner's own exporter once
 per int8 output mode, calibrated as the learner calibrates (observations of
 actor-like epsilon-greedy play of the fp32 network). Each model is then
 compared with fp32 on the states the fp32 greedy policy visits and on those
@@ -144,7 +144,7 @@ def print_table(figures: Dict) -> None:
           f'{a["regret_vs_random"]:10.4f} | {b["agreement"]:14.3f} '
           f'{b["tie_rate"]:6.3f} {row["int8_return"]:7.1f} | '
           f'{row["greedy_action_us"]:7.1f} | '
-          f'{row["calibration"]["agreement"]:.3f}')
+          f'{row["calibration"].get("agreement", float("nan")):.3f}')
   kept = figures['kept_model']
   if kept and 'error' in kept:
     print(f'kept model v{kept["version"]}: {kept["error"]}')

@@ -247,7 +247,7 @@ def run_retention(plan: Plan, results: Dict, work_dir: str,
   for experiment in experiments:
     runs = [r for r in experiment['runs']
             if r['precision'] == 'int8' and r['target_reached']]
-    found = [r['root_dir'] for r in runs
+    found = [os.path.abspath(r['root_dir']) for r in runs
              if os.path.isdir(os.path.join(r['root_dir'], 'checkpoints'))]
     if not found:
       figures.append({'label': experiment['label'], 'error': (
@@ -256,10 +256,14 @@ def run_retention(plan: Plan, results: Dict, work_dir: str,
       continue
     log(f'Retention, {experiment["label"]}: {plan.retention_episodes} '
         f'episodes per mode on {found[0]}...')
-    measured = _run_benchmark(
-        'benchmarks.retention', None, (),
-        ['--run_dir', found[0], '--episodes', str(plan.retention_episodes)],
-        os.path.join(work_dir, f'retention_{len(figures)}.log'))
+    try:
+      measured = _run_benchmark(
+          'benchmarks.retention', None, (),
+          ['--run_dir', found[0], '--episodes', str(plan.retention_episodes)],
+          os.path.join(work_dir, f'retention_{len(figures)}.log'))
+    except RuntimeError as e:
+      figures.append({'label': experiment['label'], 'error': str(e)})
+      continue
     figures.append({'label': experiment['label'], **measured['runs'][0]})
   return figures
 

@@ -232,22 +232,25 @@ INT8_DEFAULT = 'int8 (default)'
 
 
 def retention_goal(checkpoint: Dict) -> List[str]:
-  """The goal row of one fixed checkpoint: int8 / fp32 return, with the
-  interval of the int8 mean; a ratio only where fp32's return is positive."""
+  """The goal row of one fixed checkpoint: int8's return over fp32's (fp32
+  over int8 when both are negative, see `retention`), with the bounds that
+  the paired 95% interval of their difference gives."""
   figure = (f'greedy return int8 / fp32 on a fixed checkpoint, the same '
             f'seeded episodes, {checkpoint["label"]}')
   if 'error' in checkpoint:
     return [figure, '>= 0.99', 'n/a', f'not measured: {checkpoint["error"]}']
-  fp32 = checkpoint['modes']['fp32 (TF)']
+  fp32 = checkpoint['modes']['fp32 (TF)']['mean_return']
   int8 = checkpoint['modes'][INT8_DEFAULT]
-  if fp32['mean_return'] <= 0:
-    return [figure, '>= 0.99', f'{int8["minus_fp32"]:+.1f} against fp32 '
-            f'(no ratio for returns <= 0)', 'not judged']
-  ratio = int8['ratio_to_fp32']
-  low = (int8['mean_return'] - int8['ci95']) / fp32['mean_return']
-  high = (int8['mean_return'] + int8['ci95']) / fp32['mean_return']
-  return [figure, '>= 0.99', f'{ratio:.3f} (95%: {low:.3f}-{high:.3f})',
-          _met(ratio, 0.99, False)]
+  spread = int8.get('minus_fp32_ci95', 0.0)
+  ratio = retention(int8['mean_return'], fp32)
+  bounds = sorted(x for x in (retention(fp32 + int8['minus_fp32'] - spread,
+                                        fp32),
+                              retention(fp32 + int8['minus_fp32'] + spread,
+                                        fp32)) if x is not None)
+  measured = _fmt(ratio, '.3f', 'n/a (returns of both signs)')
+  if ratio is not None and len(bounds) == 2:
+    measured += f' (95%: {bounds[0]:.3f}-{bounds[1]:.3f})'
+  return [figure, '>= 0.99', measured, _met(ratio, 0.99, False)]
 
 
 def _retention_section(results: Dict) -> List[str]:

@@ -55,9 +55,14 @@ MODES = {
 
 def _interval(returns) -> Dict[str, float]:
   returns = np.asarray(returns, np.float64)
-  half_width = 1.96 * returns.std(ddof=1) / np.sqrt(len(returns))
-  return {'mean_return': float(returns.mean()),
-          'ci95': float(half_width)}
+  return {'mean_return': float(returns.mean()), 'ci95': _half_width(returns)}
+
+
+def _half_width(values: np.ndarray) -> float:
+  """Of the 95% interval of the mean (normal approximation)."""
+  if len(values) < 2:
+    return 0.0
+  return float(1.96 * values.std(ddof=1) / np.sqrt(len(values)))
 
 
 def measure_run(run_dir: str, episodes: int, calls: int,
@@ -108,9 +113,13 @@ def measure_run(run_dir: str, episodes: int, calls: int,
                   'max_action_error': float(errors.max())}
     returns = evaluation.greedy_returns(envs, policy, seeds)
     figures = _interval(returns)
+    # Every mode plays the same seeds: the interval of the difference is
+    # paired, episode by episode.
+    differences = np.asarray(returns) - np.asarray(fp32_returns)
     rows[mode] = {
         **figures,
         'minus_fp32': figures['mean_return'] - fp32_mean,
+        'minus_fp32_ci95': _half_width(differences),
         # A ratio reads backwards for negative returns (Acrobot's).
         'ratio_to_fp32': (figures['mean_return'] / fp32_mean
                           if fp32_mean > 0 else None),

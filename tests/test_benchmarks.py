@@ -167,7 +167,7 @@ def _retention_checkpoint(label, fp32_return, int8_return, ci95):
                      ('int8, before (full range, not equalized)', fp32_return),
                      ('int8 (default)', int8_return)):
     modes[mode] = {'mean_return': mean, 'ci95': ci95,
-                   'minus_fp32': mean - fp32_return,
+                   'minus_fp32': mean - fp32_return, 'minus_fp32_ci95': ci95,
                    'ratio_to_fp32': mean / fp32_return if fp32_return > 0
                                     else None, **fidelity}
   return {'label': label, 'run_dir': '/nowhere', 'train_step': 17000,
@@ -178,7 +178,7 @@ def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
   results = {'plan': 'canned', 'machine': report.machine(),
              'versions': report.versions(), 'retention': [
                  _retention_checkpoint('CartPole', 500.0, 498.6, 2.8),
-                 _retention_checkpoint('Pendulum', 400.0, 380.0, 5.0),
+                 _retention_checkpoint('Pendulum', -150.0, -165.0, 5.0),
                  _retention_checkpoint('Acrobot', -500.0, -136.6, 8.8),
                  {'label': 'Gone', 'error': 'its run directories are gone'}]}
   report_writer.write_report(results, str(tmp_path))
@@ -188,11 +188,11 @@ def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
             'seeded episodes, ')
   assert (prefix + 'CartPole | >= 0.99 | 0.997 (95%: 0.992-1.003) | met'
           ) in text
-  assert (prefix + 'Pendulum | >= 0.99 | 0.950 (95%: 0.938-0.963) | '
+  # Negative returns: fp32 / int8, so that worse is still under 1.
+  assert (prefix + 'Pendulum | >= 0.99 | 0.909 (95%: 0.882-0.938) | '
           '**NOT met**') in text
-  # No ratio for negative returns: it would read backwards.
-  assert (prefix + 'Acrobot | >= 0.99 | +363.4 against fp32 (no ratio for '
-          'returns <= 0) | not judged') in text
+  assert (prefix + 'Acrobot | >= 0.99 | 3.660 (95%: 3.439-3.912) | met'
+          ) in text
   assert prefix + 'Gone | >= 0.99 | n/a | not measured: its run' in text
   assert '| int8 (default) | 498.6 +- 2.8 | 0.997 | -1.4 |' in text
 

@@ -128,7 +128,7 @@ def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
   assert ops.count('FULLY_CONNECTED') == 3
   assert not {'MINIMUM', 'MAXIMUM', 'RELU_N1_TO_1'} & set(ops)
   clipped = export.check_q_model(clipped_model, centred, observations, 0.0,
-                                 np.inf, output_scale=scale)
+                                 np.inf, output_scale=scale, clipped=True)
   assert full_range.figures['tie_rate'] > 0.05, full_range.figures
   assert clipped.figures['tie_rate'] < 0.5 * full_range.figures['tie_rate']
   assert clipped.figures['agreement'] > full_range.figures['agreement']
