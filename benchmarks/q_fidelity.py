@@ -48,9 +48,9 @@ MODES = {
     'full range, equalized': dict(q_output_quantile=None, equalize=True),
     'clipped at q0.99': dict(q_output_quantile=0.99, equalize=False),
     'clipped at q0.9': dict(q_output_quantile=0.9, equalize=False),
-    'clipped at q0.9, equalized (default)': dict(q_output_quantile=0.9,
+    'clipped at q0.9, equalized': dict(q_output_quantile=0.9, equalize=True),
+    'clipped at q0.5, equalized (default)': dict(q_output_quantile=0.5,
                                                  equalize=True),
-    'clipped at q0.5, equalized': dict(q_output_quantile=0.5, equalize=True),
 }
 
 
