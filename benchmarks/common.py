@@ -1,5 +1,6 @@
 """What the benchmarks share: observations to measure on, the usual flags."""
 import json
+import os
 import time
 
 from absl import flags
@@ -7,13 +8,47 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from actorq_tf import config
 from actorq_tf import environments
+from actorq_tf import learner
 
 
 def define_flags(default_gin_file: str) -> None:
   flags.DEFINE_multi_string('gin_file', [default_gin_file], 'Experiment.')
   flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
   flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+
+
+def define_checkpoint_flags(episodes: int, calls: int) -> None:
+  """The flags of a benchmark that measures trained run directories."""
+  flags.DEFINE_multi_string('run_dir', [], 'Trained run directories.')
+  flags.DEFINE_integer('checkpoint_step', None, 'The checkpoint to measure; '
+                       'default each run\'s newest.')
+  flags.DEFINE_integer('episodes', episodes, 'Episodes per measurement.')
+  flags.DEFINE_integer('calls', calls, 'Calls per per-call timing.')
+  flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+
+
+def measure_checkpoints(measure_run, print_table) -> None:
+  """`measure_run(run_dir, episodes, calls, step)` for each --run_dir, each
+  printed, all written to --output_json."""
+  options = flags.FLAGS
+  results = []
+  for run_dir in options.run_dir:
+    figures = measure_run(run_dir, options.episodes, options.calls,
+                          options.checkpoint_step)
+    print_table(figures)
+    results.append(figures)
+  if options.output_json:
+    write_json(options.output_json, {'runs': results})
+
+
+def restore_run(run_dir: str, step=None):
+  """(env, policy network, train step) of a run's checkpoint, under the
+  run's own gin config."""
+  with open(os.path.join(run_dir, 'config.gin')) as f:
+    config.parse_gin([], [f.read()])
+  return learner.restore_policy_network(run_dir, step)
 
 
 def write_json(path: str, figures: dict) -> None:

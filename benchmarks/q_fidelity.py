@@ -17,12 +17,10 @@ import tempfile
 from typing import Dict, Optional
 
 from absl import app
-from absl import flags
 import gin
 import numpy as np
 import tensorflow as tf
 
-from actorq_tf import config
 from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf.errors import ActorQError
@@ -30,13 +28,7 @@ from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
-flags.DEFINE_multi_string('run_dir', [], 'Trained DQN run directories.')
-flags.DEFINE_integer('checkpoint_step', None, 'The checkpoint to measure; '
-                     'default each run\'s newest.')
-flags.DEFINE_integer('episodes', 10, 'Greedy episodes per state set.')
-flags.DEFINE_integer('calls', 2000, 'Calls per per-call timing.')
-flags.DEFINE_string('output_json', None, 'Also write the figures here.')
-FLAGS = flags.FLAGS
+common.define_checkpoint_flags(episodes=10, calls=2000)
 
 CALIBRATION_EPSILON = 0.05
 
@@ -56,10 +48,7 @@ MODES = {
 
 def measure_run(run_dir: str, episodes: int, calls: int,
                 step: Optional[int] = None) -> Dict:
-  with open(os.path.join(run_dir, 'config.gin')) as f:
-    run_config = f.read()
-  config.parse_gin([], [run_config])
-  env, q_network, train_step = learner.restore_policy_network(run_dir, step)
+  env, q_network, train_step = common.restore_run(run_dir, step)
 
   def fp32_q(observations):
     return q_network(observations, training=False)[0].numpy()
@@ -157,14 +146,7 @@ def print_table(figures: Dict) -> None:
 
 
 def main(_):
-  results = []
-  for run_dir in FLAGS.run_dir:
-    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls,
-                          FLAGS.checkpoint_step)
-    print_table(figures)
-    results.append(figures)
-  if FLAGS.output_json:
-    common.write_json(FLAGS.output_json, {'runs': results})
+  common.measure_checkpoints(measure_run, print_table)
 
 
 if __name__ == '__main__':

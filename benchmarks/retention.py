@@ -15,30 +15,20 @@ as the learner calibrates (256 observations of exploring play).
 
   .venv/bin/python -m benchmarks.retention --run_dir runs/cartpole_seed0
 """
-import os
 import tempfile
 from typing import Dict, Optional
 
 from absl import app
-from absl import flags
 import gin
 import numpy as np
 
-from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
-from actorq_tf import learner
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
-flags.DEFINE_multi_string('run_dir', [], 'Trained run directories.')
-flags.DEFINE_integer('checkpoint_step', None, 'The checkpoint to measure; '
-                     'default each run\'s newest.')
-flags.DEFINE_integer('episodes', 100, 'Episodes per mode, on the same seeds.')
-flags.DEFINE_integer('calls', 1000, 'Calls per per-call timing.')
-flags.DEFINE_string('output_json', None, 'Also write the figures here.')
-FLAGS = flags.FLAGS
+common.define_checkpoint_flags(episodes=100, calls=1000)
 
 # Exploration of the play that calibration observations come from, as the
 # actors explore (epsilon; sigma in half ranges).
@@ -67,9 +57,7 @@ def _half_width(values: np.ndarray) -> float:
 
 def measure_run(run_dir: str, episodes: int, calls: int,
                 step: Optional[int] = None) -> Dict:
-  with open(os.path.join(run_dir, 'config.gin')) as f:
-    config.parse_gin([], [f.read()])
-  env, network, train_step = learner.restore_policy_network(run_dir, step)
+  env, network, train_step = common.restore_run(run_dir, step)
   discrete = environments.is_discrete(env)
   spec = env.action_spec()
   half_range = (np.asarray(spec.maximum, np.float32) -
@@ -154,14 +142,7 @@ def print_table(figures: Dict) -> None:
 
 
 def main(_):
-  results = []
-  for run_dir in FLAGS.run_dir:
-    figures = measure_run(run_dir, FLAGS.episodes, FLAGS.calls,
-                          FLAGS.checkpoint_step)
-    print_table(figures)
-    results.append(figures)
-  if FLAGS.output_json:
-    common.write_json(FLAGS.output_json, {'runs': results})
+  common.measure_checkpoints(measure_run, print_table)
 
 
 if __name__ == '__main__':
