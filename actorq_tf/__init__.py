@@ -6,6 +6,11 @@ import warnings
 # errors, drop the info lines. A user's own setting wins.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+# tf.keras is Keras 2 from the tf_keras package, for TF-Agents and for
+# tensorflow-model-optimization alike (tfmot's wrappers accept only tf_keras
+# layers). TensorFlow reads this when tf.keras is first touched.
+os.environ['TF_USE_LEGACY_KERAS'] = '1'
+
 try:
   # gym prints a three-line "unmaintained" banner on import in every process;
   # tf-agents 0.19 needs gym 0.23, so the advice cannot be taken here.

@@ -219,3 +219,22 @@ class DirectSteps:
     # order: each feature to float32, flattened in tf.nest's order.
     return np.concatenate([np.asarray(x, np.float32).reshape(-1)
                            for x in tf.nest.flatten(observation)])
+
+
+def random_walk_observations(env: py_environment.PyEnvironment, count: int,
+                             seed: int = 0) -> np.ndarray:
+  """Observations of episodes under uniformly random actions."""
+  rng = np.random.default_rng(seed)
+  spec = env.action_spec()
+  observations = []
+  time_step = env.reset()
+  while len(observations) < count:
+    observations.append(time_step.observation)
+    if is_discrete(env):
+      action = rng.integers(spec.minimum, spec.maximum + 1)
+    else:
+      action = rng.uniform(spec.minimum, spec.maximum, spec.shape)
+    time_step = env.step(np.asarray(action, spec.dtype))
+    if time_step.is_last():
+      time_step = env.reset()
+  return np.array(observations, np.float32)

@@ -20,9 +20,28 @@ from tf_agents.networks import network as network_lib
 from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
+
+
+def _network_outputs(policy_network: network_lib.Network, normalized):
+  """What the network's exported model computes, on normalized observations:
+  a quantization-aware network exports its advantages (see
+  networks.QuantizationAwareQNetwork), the others their outputs."""
+  if isinstance(policy_network, networks.QuantizationAwareQNetwork):
+    return policy_network.advantages(normalized)
+  return policy_network(normalized, training=False)[0]
+
+
+def _q_head(q_network: network_lib.Network):
+  """(kernel, bias) variables of the last layer: Q-values, or the
+  advantages of a quantization-aware network, which have the same argmax."""
+  if isinstance(q_network, networks.QuantizationAwareQNetwork):
+    return q_network.head_variables
+  head = q_network.layers[-1]
+  return head.kernel, head.bias
 
 
 def centre_q_values(q_network: network_lib.Network) -> None:
@@ -34,10 +53,9 @@ def centre_q_values(q_network: network_lib.Network) -> None:
   advantage over the mean, which has the same argmax and a range int8 can
   resolve. Folding the centring into the last layer's weights is exact.
   """
-  head = q_network.layers[-1]
-  kernel, bias = head.get_weights()
-  head.set_weights([kernel - kernel.mean(axis=1, keepdims=True),
-                    bias - bias.mean()])
+  kernel, bias = _q_head(q_network)
+  kernel.assign(kernel - tf.reduce_mean(kernel, axis=1, keepdims=True))
+  bias.assign(bias - tf.reduce_mean(bias))
 
 
 def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
@@ -51,13 +69,12 @@ def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
   gap. Clipping them keeps their greedy action (it saturates, and two
   actions rarely both do) and gives the other states the levels.
   """
-  values = q_network(observations, training=False)[0].numpy()
+  values = _network_outputs(q_network, observations).numpy()
   scale = float(np.quantile(np.abs(values).max(-1), quantile))
   if not scale > 0:
     return 1.0
-  head = q_network.layers[-1]
-  kernel, bias = head.get_weights()
-  head.set_weights([kernel / scale, bias / scale])
+  for variable in _q_head(q_network):
+    variable.assign(variable / scale)
   return scale
 
 
@@ -110,7 +127,11 @@ def _outputs_function(policy_network: network_lib.Network, clip: bool):
 
   @tf.function(input_signature=[signature])
   def outputs(observation):
-    values, _ = policy_network(observation, training=False)
+    values = _network_outputs(policy_network, observation)
+    if isinstance(policy_network, networks.QuantizationAwareQNetwork):
+      # The int8 output's range, as the converter reads it from a model
+      # trained with fake-quantization; it clips too.
+      return tf.quantization.fake_quant_with_min_max_args(values, -1.0, 1.0)
     # The converter fuses this clip into the last layer (RELU_N1_TO_1).
     return tf.clip_by_value(values, -1.0, 1.0) if clip else values
 
@@ -139,6 +160,12 @@ def convert(policy_network: network_lib.Network, precision: str,
   elif precision == 'fp16':
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
+  elif (precision == 'int8' and
+        isinstance(policy_network, networks.QuantizationAwareQNetwork)):
+    # The ranges were learned in training: no calibration.
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.inference_input_type = tf.int8
+    converter.inference_output_type = tf.int8
   elif precision == 'int8':
     if calibration_observations is None or not len(calibration_observations):
       raise ActorQError('int8 export needs calibration observations')
@@ -240,7 +267,7 @@ def _outputs_or_failure(model_bytes, policy_network, observations,
   """(fp32 outputs, model outputs), or a failed ModelCheck."""
   observations = np.asarray(observations, np.float32)
   normalized = normalizer(observations) if normalizer else observations
-  reference = policy_network(normalized, training=False)[0].numpy()
+  reference = _network_outputs(policy_network, normalized).numpy()
   if not np.all(np.isfinite(reference)):
     return ModelCheck(False, 'the fp32 network gives non-finite outputs', {})
   try:
@@ -402,6 +429,13 @@ class PolicyExporter:
                equalize: bool = True,
                q_output_quantile: Optional[float] = 0.5,
                max_mean_action_error: float = 0.1):
+    self._quantization_aware = isinstance(
+        policy_network, networks.QuantizationAwareQNetwork)
+    if self._quantization_aware and tuple(precisions) != ('int8',):
+      raise ActorQError(
+          'a quantization-aware network is trained for int8 and exports '
+          f'int8 only, not {", ".join(precisions)}: give the actors int8 or '
+          'tf, or train without create_q_network.quantization_aware')
     for precision in precisions:
       # Before any training: the size follows from the parameter count.
       model_channel.check_model_size(
@@ -478,21 +512,25 @@ class PolicyExporter:
       logging.warning('Not exporting version %d: the network has NaN or inf '
                       'weights.', version)
       return
-    normalizer = ObservationNormalizer.from_observations(observations)
     self._snapshot_network.set_weights(weights)
     output_scale = 1.0
-    if self._outputs_q_values:
+    if self._quantization_aware:
+      # Trained as it is exported, with its own normalization; only the
+      # head's output range is set here.
+      normalizer = self._snapshot_network.observation_normalizer
       centre_q_values(self._snapshot_network)
-      if self._q_output_quantile is not None:
-        output_scale = scale_q_head(self._snapshot_network, observations,
-                                    self._q_output_quantile)
-    fold_normalization(self._snapshot_network, normalizer)
-    if self._equalize:
-      equalize_layers(self._snapshot_network)
+      output_scale = scale_q_head(self._snapshot_network,
+                                  normalizer(observations),
+                                  self._q_output_quantile or 1.0)
+      self._snapshot_network.requantize_head()
+    else:
+      normalizer = ObservationNormalizer.from_observations(observations)
+      output_scale = self._transform(observations, normalizer)
     results, passed = [], []
     for precision in self._precisions:
       start = time.monotonic()
-      clip = precision == 'int8' and output_scale != 1.0
+      clip = precision == 'int8' and (output_scale != 1.0 or
+                                      self._quantization_aware)
       model_bytes = convert(self._snapshot_network, precision,
                             normalizer(observations), clip_outputs=clip)
       seconds = time.monotonic() - start
@@ -514,6 +552,20 @@ class PolicyExporter:
     if passed:
       self._publish(passed, weights)
 
+  def _transform(self, observations, normalizer) -> float:
+    """Readies the snapshot for post-training quantization, in place (same
+    argmax or actions); returns the Q-values' output scale."""
+    output_scale = 1.0
+    if self._outputs_q_values:
+      centre_q_values(self._snapshot_network)
+      if self._q_output_quantile is not None:
+        output_scale = scale_q_head(self._snapshot_network, observations,
+                                    self._q_output_quantile)
+    fold_normalization(self._snapshot_network, normalizer)
+    if self._equalize:
+      equalize_layers(self._snapshot_network)
+    return output_scale
+
   def _check(self, model_bytes, observations, normalizer, output_scale,
              clipped) -> ModelCheck:
     if self._outputs_q_values:
@@ -523,6 +575,14 @@ class PolicyExporter:
     return check_action_model(model_bytes, self._snapshot_network,
                               observations, self._action_spec,
                               self._max_mean_action_error, normalizer)
+
+  def _output_description(self) -> str:
+    if self._quantization_aware:
+      return ('advantages, Q-values less the state value (same argmax as Q)')
+    if self._outputs_q_values:
+      return ('Q-values centred over actions (same argmax as Q), divided by '
+              'output_scale (int8: clipped to [-1, 1])')
+    return 'action'
 
   def _save(self, result: ExportResult, output_scale: float) -> None:
     """Writes the model and, beside it, what an interpreter needs with it."""
@@ -536,8 +596,6 @@ class PolicyExporter:
         'observation_shift': result.normalizer.shift.tolist(),
         'observation_scale': result.normalizer.scale.tolist(),
         'check': result.check.figures,
-        'output': ('Q-values centred over actions (same argmax as Q), '
-                   'divided by output_scale (int8: clipped to [-1, 1])'
-                   if self._outputs_q_values else 'action'),
+        'output': self._output_description(),
         'output_scale': output_scale,
     })

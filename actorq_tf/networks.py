@@ -3,30 +3,86 @@
 The policy network is what actors run: a Q-network (observation ->
 Q-values) for discrete actions, a deterministic actor network (observation
 -> action) for continuous ones. The D4PG critic stays in the learner.
+
+With `create_q_network.quantization_aware = True` the Q-network trains with
+int8 fake-quantization (tensorflow-model-optimization), so that the int8
+model the actors run is the network that was trained.
 """
-from typing import Sequence
+import importlib
+from typing import Callable, Optional, Sequence
 
 import gin
 import numpy as np
 import tensorflow as tf
+import tensorflow_model_optimization as tfmot
+from tensorflow.python.util import tf_export
 from tf_agents.environments import py_environment
 from tf_agents.networks import network
 from tf_agents.networks import sequential
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import environments
+from actorq_tf.tflite_policy import ObservationNormalizer
+
+
+def _point_keras_names_at_tf_keras() -> None:
+  """Points TensorFlow's export table at the classes of tf.keras's package.
+
+  Two Keras 2 packages can be live in one process: tf_keras (what tf.keras
+  is when TF_USE_LEGACY_KERAS is set before tf.keras is first touched, see
+  actorq_tf/__init__.py) and TensorFlow 2.15's own `keras`, which tfmot's
+  pruning registry imports. Whichever loads last takes the public names
+  (`keras.layers.Dense`), and Keras rebuilds layers from their configs by
+  those names: tfmot's clones and TF-Agents' network copies would get layers
+  of the other package, which tfmot's wrappers (built on tf.keras) refuse.
+  """
+  package = tf.keras.layers.Dense.__module__.split('.')[0]
+  other = {'tf_keras': 'keras', 'keras': 'tf_keras'}[package]
+  # pylint: disable=protected-access
+  table = tf_export._NAME_TO_SYMBOL_MAPPING
+  for name, symbol in list(table.items()):
+    module = getattr(symbol, '__module__', None) or ''
+    if not module.startswith(other + '.src'):
+      continue
+    try:
+      own = getattr(importlib.import_module(package + module[len(other):]),
+                    getattr(symbol, '__name__', ''), None)
+    except ImportError:
+      continue
+    if own is not None:
+      table[name] = own
+
+
+_point_keras_names_at_tf_keras()
 
 
 @gin.configurable
 def create_q_network(observation_spec: tensor_spec.TensorSpec,
                      num_actions: int,
-                     fc_layer_params: Sequence[int] = (256, 256)
-                    ) -> sequential.Sequential:
+                     fc_layer_params: Sequence[int] = (256, 256),
+                     quantization_aware: bool = False,
+                     example_observations: Optional[
+                         Callable[[], np.ndarray]] = None
+                    ) -> network.Network:
   """MLP observation -> Q-values with one output per action.
 
   A `sequential.Sequential` of plain Keras layers: TF-Agents trains it, and
   the exporter converts it to TFLite without the policy's sampling graph.
+  With `quantization_aware`, a QuantizationAwareQNetwork normalized with
+  the statistics of `example_observations()`.
   """
+  if quantization_aware:
+    if example_observations is None:
+      raise ValueError('a quantization-aware Q-network needs example '
+                       'observations to normalize its inputs with')
+    normalizer = ObservationNormalizer.from_observations(
+        example_observations())
+    q_network = QuantizationAwareQNetwork(
+        observation_spec, num_actions, fc_layer_params,
+        observation_shift=normalizer.shift.tolist(),
+        observation_scale=normalizer.scale.tolist())
+    q_network.create_variables(observation_spec)
+    return q_network
   layers = [tf.keras.layers.Flatten()]
   layers += [tf.keras.layers.Dense(units, activation='relu')
              for units in fc_layer_params]
@@ -37,6 +93,140 @@ def create_q_network(observation_spec: tensor_spec.TensorSpec,
   q_network = sequential.Sequential(layers, input_spec=observation_spec)
   q_network.create_variables(observation_spec)
   return q_network
+
+
+@tf.keras.utils.register_keras_serializable(package='actorq_tf')
+class AdvantageHeadQuantizeConfig(tfmot.quantization.keras.QuantizeConfig):
+  """int8 weights, as the actors' model has them, and a float output.
+
+  The int8 model's output range is chosen at export, per version (see
+  export.scale_q_head): an output range learned in training spans the
+  largest advantages, and one int8 level of it exceeds the small action gaps
+  of most states, so their outputs tie. The accumulator the int8 model
+  rescales to its output is this float output.
+  """
+
+  def get_weights_and_quantizers(self, layer):
+    return [(layer.kernel, tfmot.quantization.keras.quantizers.
+             LastValueQuantizer(num_bits=8, per_axis=False, symmetric=True,
+                                narrow_range=True))]
+
+  def get_activations_and_quantizers(self, layer):
+    return []
+
+  def set_quantize_weights(self, layer, quantize_weights):
+    layer.kernel = quantize_weights[0]
+
+  def set_quantize_activations(self, layer, quantize_activations):
+    pass
+
+  def get_output_quantizers(self, layer):
+    return []
+
+  def get_config(self):
+    return {}
+
+
+class QuantizationAwareQNetwork(network.Network):
+  """Observation -> Q-values, trained through int8 fake-quantization.
+
+  A dueling head: Q = V + A - mean(A). Inputs are normalized with fixed
+  statistics (the actors apply them, as for post-training models). The
+  hidden layers and the advantage head A are a Keras Functional model
+  quantized by `tfmot.quantization.keras` (int8 weights, int8 activations
+  with learned ranges); that part, observation -> A, is what actors run in
+  full int8, with an output range set at export (see
+  AdvantageHeadQuantizeConfig). A has Q's argmax and spans only the action
+  gaps; V and the centring stay in float and never leave the learner.
+
+  Args:
+    input_tensor_spec: the observation spec.
+    num_actions: one Q-value per action.
+    fc_layer_params: hidden layer sizes.
+    observation_shift, observation_scale: inputs become
+      (observation - shift) / scale, per feature.
+  """
+
+  def __init__(self, input_tensor_spec, num_actions: int,
+               fc_layer_params: Sequence[int], observation_shift,
+               observation_scale, name='QuantizationAwareQNetwork'):
+    super().__init__(input_tensor_spec=input_tensor_spec, state_spec=(),
+                     name=name)
+    size = int(np.prod(input_tensor_spec.shape))
+    # Variables, so that checkpoints carry them with the weights.
+    self._observation_shift = tf.Variable(
+        np.reshape(observation_shift, [size]).astype(np.float32),
+        trainable=False, name='observation_shift')
+    self._observation_scale = tf.Variable(
+        np.reshape(observation_scale, [size]).astype(np.float32),
+        trainable=False, name='observation_scale')
+    annotate = tfmot.quantization.keras.quantize_annotate_layer
+    inputs = tf.keras.Input([size], name='normalized_observation')
+    hidden = inputs
+    for units in fc_layer_params:
+      hidden = annotate(tf.keras.layers.Dense(units, activation='relu'))(
+          hidden)
+    advantages = annotate(tf.keras.layers.Dense(
+        num_actions,
+        kernel_initializer=tf.keras.initializers.RandomUniform(-0.03, 0.03),
+        name='advantages'), AdvantageHeadQuantizeConfig())(hidden)
+    value = tf.keras.layers.Dense(1, name='value')(hidden)
+    centring = tf.keras.layers.Dense(
+        num_actions, use_bias=False, trainable=False,
+        kernel_initializer=tf.keras.initializers.Constant(
+            np.eye(num_actions) - 1.0 / num_actions),
+        name='centring')
+    q_values = tf.keras.layers.Add(name='q_values')(
+        [value, centring(advantages)])
+    with tfmot.quantization.keras.quantize_scope():
+      self._model = tfmot.quantization.keras.quantize_apply(
+          tf.keras.Model(inputs, [advantages, q_values]))
+
+  @property
+  def observation_normalizer(self) -> ObservationNormalizer:
+    shape = self.input_tensor_spec.shape
+    return ObservationNormalizer(
+        self._observation_shift.numpy().reshape(shape),
+        self._observation_scale.numpy().reshape(shape))
+
+  @property
+  def head_variables(self):
+    """(kernel, bias) of the advantage head A, in float."""
+    # The wrapper replaces the layer's kernel by its quantized tensor; the
+    # variables are the wrapper's trainable weights.
+    variables = {variable.name.split('/')[-1]: variable for variable in
+                 self._model.get_layer('quant_advantages').trainable_weights}
+    return variables['kernel:0'], variables['bias:0']
+
+  def requantize_head(self) -> None:
+    """Sets the head's int8 weight range to its current weights, after they
+    were changed in place (the range is learned in training steps only)."""
+    kernel, _ = self.head_variables
+    bound = float(tf.reduce_max(tf.abs(kernel)))
+    wrapper = self._model.get_layer('quant_advantages')
+    for variable in wrapper.non_trainable_weights:
+      if variable.name.endswith('kernel_min:0'):
+        variable.assign(-bound)
+      elif variable.name.endswith('kernel_max:0'):
+        variable.assign(bound)
+
+  def advantages(self, normalized_observations, training=False):
+    """A of normalized observations: what the actors' model computes."""
+    return self._model(normalized_observations, training=training)[0]
+
+  def advantage_model(self) -> tf.keras.Model:
+    """normalized observation -> A, the part converted to full int8."""
+    return tf.keras.Model(self._model.inputs, self._model.outputs[0])
+
+  def call(self, observation, step_type=None, network_state=(),
+           training=False):
+    del step_type  # The network has no state.
+    batch_dims = tf.shape(observation)[:-len(self.input_tensor_spec.shape)]
+    flat = tf.reshape(tf.cast(observation, tf.float32),
+                      [-1, self._observation_shift.shape[0]])
+    normalized = (flat - self._observation_shift) / self._observation_scale
+    _, q_values = self._model(normalized, training=training)
+    return tf.reshape(q_values, tf.concat([batch_dims, [-1]], 0)), network_state
 
 
 @gin.configurable
@@ -111,13 +301,20 @@ class DistributionalCriticNetwork(network.Network):
     return self._logits(features), network_state
 
 
+# Random-walk steps whose statistics normalize a quantization-aware
+# network's inputs (fixed at creation; checkpoints keep them).
+NORMALIZATION_STEPS = 2000
+
+
 def policy_network_for(env: py_environment.PyEnvironment
-                      ) -> sequential.Sequential:
+                      ) -> network.Network:
   """The configured policy network for the environment's kind of actions."""
   observation_spec = tensor_spec.from_spec(env.observation_spec())
   if environments.is_discrete(env):
-    return create_q_network(observation_spec,
-                            environments.check_discrete_actions(env))
+    return create_q_network(
+        observation_spec, environments.check_discrete_actions(env),
+        example_observations=lambda: environments.random_walk_observations(
+            env, NORMALIZATION_STEPS))
   environments.check_continuous_actions(env)
   return create_actor_network(observation_spec,
                               tensor_spec.from_spec(env.action_spec()))

@@ -83,7 +83,7 @@ def _publish_all_precisions(address, env):
   exporter = export.PolicyExporter(
       networks.policy_network_for(env), env.action_spec(),
       ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
-  results = exporter.export(1, common.random_walk_observations(env, 256))
+  results = exporter.export(1, environments.random_walk_observations(env, 256))
   failed = [f'{r.precision}: {r.check.reason}' for r in results
             if not r.check.passed]
   if failed:
@@ -140,7 +140,7 @@ def measure(env_steps: int, repeats: int) -> dict:
   address = f'localhost:{reverb_server.port}'
   try:
     models = _publish_all_precisions(address, env)
-    observations = common.random_walk_observations(env, 50)
+    observations = environments.random_walk_observations(env, 50)
     measurements = {
         ENV_ONLY: lambda: (_env_only(env, 2 * env_steps), None),
         ENV_ONLY_TF_AGENTS: lambda: (_env_only(env, 2 * env_steps, False),

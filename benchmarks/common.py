@@ -56,24 +56,6 @@ def write_json(path: str, figures: dict) -> None:
     json.dump(figures, f, indent=1)
 
 
-def random_walk_observations(env, count: int) -> np.ndarray:
-  """Observations of episodes under uniformly random actions."""
-  rng = np.random.default_rng(0)
-  spec = env.action_spec()
-  observations = []
-  time_step = env.reset()
-  while len(observations) < count:
-    observations.append(time_step.observation)
-    if environments.is_discrete(env):
-      action = rng.integers(spec.minimum, spec.maximum + 1)
-    else:
-      action = rng.uniform(spec.minimum, spec.maximum, spec.shape)
-    time_step = env.step(np.asarray(action, spec.dtype))
-    if time_step.is_last():
-      time_step = env.reset()
-  return np.array(observations, np.float32)
-
-
 def play(env, act, episodes: int, seed: int, noise: float = 0.0):
   """(observations, mean return) of `episodes` episodes, episode i on seed
   seed + i, of `act(observation)` with exploration: epsilon = `noise` for

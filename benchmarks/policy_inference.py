@@ -42,7 +42,7 @@ def measure(calls: int, repeats: int) -> dict:
   env = environments.load_environment()
   discrete = environments.is_discrete(env)
   policy_network = networks.policy_network_for(env)
-  observations = common.random_walk_observations(env, 512)
+  observations = environments.random_walk_observations(env, 512)
   normalizer = ObservationNormalizer.from_observations(observations)
 
   # The exporter's own transformation (normalization folded in), on a copy.

@@ -3,7 +3,8 @@
 For each run directory given (a DQN run with checkpoints): restores its
 newest checkpoint (or `--checkpoint_step`) and converts it through the learner's own exporter once
 per int8 output mode, calibrated as the learner calibrates (observations of
-actor-like epsilon-greedy play of the fp32 network). Each model is then
+actor-like epsilon-greedy play of the fp32 network); a network trained
+quantization-aware is exported once, as the learner exports it. Each model is then
 compared with fp32 on the states the fp32 greedy policy visits and on those
 the int8 model's own greedy play visits, over fixed seeds: greedy-action
 agreement (a tie counts as a disagreement), tie rate, mean Q regret, and
@@ -23,6 +24,7 @@ import tensorflow as tf
 
 from actorq_tf import export
 from actorq_tf import learner
+from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
@@ -44,6 +46,7 @@ MODES = {
     'clipped at q0.5, equalized (default)': dict(q_output_quantile=0.5,
                                                  equalize=True),
 }
+QUANTIZATION_AWARE = 'quantization-aware training'
 
 
 def measure_run(run_dir: str, episodes: int, calls: int,
@@ -64,7 +67,11 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   fp32_states, fp32_return = common.play(
       env, lambda o: fp32_greedy(o[None])[0], episodes, seed=10**6)
   rows = {}
-  for mode, settings in MODES.items():
+  modes = MODES
+  if isinstance(q_network, networks.QuantizationAwareQNetwork):
+    # Trained for int8: exported as it is, with its learned ranges.
+    modes = {QUANTIZATION_AWARE: {}}
+  for mode, settings in modes.items():
     exporter = export.PolicyExporter(
         q_network, env.action_spec(), ['int8'], lambda *_: None,
         tempfile.mkdtemp(), min_agreement=0.0, max_regret_vs_random=np.inf,

@@ -6,7 +6,8 @@ run stopped on, which the stopping rule picks for a good int8 score. Here a
 trained checkpoint is restored once and each mode plays `--episodes`
 episodes on the same seeds: greedy fp32 through TF, the fp32 and fp16 TFLite
 models, and full int8 as the exporter made it before equalization and
-clipping and as it makes it now. Each mode gets its mean return with a 95%
+clipping and as it makes it now; for a network trained quantization-aware,
+its int8 model. Each mode gets its mean return with a 95%
 confidence interval, its difference from fp32 (and its ratio, where fp32's
 return is positive), its fidelity on the states fp32's
 greedy play visits (agreement, ties and regret, or action error), its time
@@ -25,6 +26,7 @@ import numpy as np
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
+from actorq_tf import networks
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
@@ -41,6 +43,7 @@ MODES = {
         'int8', dict(q_output_quantile=None, equalize=False)),
     'int8 (default)': ('int8', {}),
 }
+QUANTIZATION_AWARE = 'int8, quantization-aware training'
 
 
 def _interval(returns) -> Dict[str, float]:
@@ -83,7 +86,12 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   fp32_returns = evaluation.greedy_returns(envs, fp32_policy, seeds)
   fp32_mean = float(np.mean(fp32_returns))
   rows = {'fp32 (TF)': _interval(fp32_returns)}
-  for mode, (precision, settings) in MODES.items():
+  modes = MODES
+  if isinstance(network, networks.QuantizationAwareQNetwork):
+    # Trained for int8 and exported int8 only; "fp32 (TF)" is the network
+    # as trained, fake-quantization included.
+    modes = {QUANTIZATION_AWARE: ('int8', {})}
+  for mode, (precision, settings) in modes.items():
     exporter = export.PolicyExporter(
         network, spec, [precision], lambda *_: None, tempfile.mkdtemp(),
         min_agreement=0.0, max_regret_vs_random=np.inf,

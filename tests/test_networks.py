@@ -1,0 +1,93 @@
+"""Policy networks; the quantization-aware Q-network through a real learner."""
+import json
+import os
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from actorq_tf import actor
+from actorq_tf import environments
+from actorq_tf import export
+from actorq_tf import learner
+from actorq_tf import networks
+from actorq_tf.errors import ActorQError
+
+
+@pytest.fixture
+def quantization_aware(cartpole_gin):  # pylint: disable=unused-argument
+  with gin.unlock_config():
+    gin.bind_parameter('create_q_network.quantization_aware', True)
+
+
+def test_quantization_aware_network_is_normalized_and_dueling(
+    quantization_aware):
+  del quantization_aware
+  env = environments.load_environment()
+  q_network = networks.policy_network_for(env)
+  assert isinstance(q_network, networks.QuantizationAwareQNetwork)
+  normalizer = q_network.observation_normalizer
+  observations = environments.random_walk_observations(env, 500, seed=3)
+  # Random-walk statistics: the normalized inputs are about unit-scale.
+  assert np.all(np.abs(normalizer(observations).std(0) - 1.0) < 0.3)
+  # A training pass learns the fake-quant ranges; Q then has A's argmax.
+  q_network(observations, training=True)
+  q_values = q_network(observations)[0].numpy()
+  advantages = q_network.advantages(normalizer(observations)).numpy()
+  assert np.ptp(q_values) > 0
+  np.testing.assert_allclose(
+      q_values - q_values.mean(-1, keepdims=True),
+      advantages - advantages.mean(-1, keepdims=True), atol=1e-5)
+  # Copies (target network, export snapshot) rebuild the same network.
+  copy = q_network.copy(name='Copy')
+  copy.create_variables(q_network.input_tensor_spec)
+  copy.set_weights(q_network.get_weights())
+  np.testing.assert_array_equal(copy(observations)[0].numpy(), q_values)
+
+
+def test_quantization_aware_network_exports_int8_only(quantization_aware):
+  del quantization_aware
+  env = environments.load_environment()
+  with pytest.raises(ActorQError, match='exports int8 only'):
+    export.PolicyExporter(networks.policy_network_for(env), env.action_spec(),
+                          ['int8', 'fp32'], lambda *_: None, '/tmp/unused')
+
+
+def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
+    quantization_aware, reverb_server, tmp_path):
+  del quantization_aware
+  root_dir = str(tmp_path)
+  actor.run_actor(root_dir, reverb_server, max_env_steps=1500)
+  assert learner.train(root_dir, reverb_server, max_train_steps=300,
+                       export_interval=100, checkpoint_interval=1000) == 300
+
+  model_path = os.path.join(root_dir, 'models', 'policy_int8')
+  with open(model_path + '.json') as f:
+    metadata = json.load(f)
+  with open(model_path + '.tflite', 'rb') as f:
+    model_bytes = f.read()
+  # Full int8 at the input and output, and the network's own normalization.
+  interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert interpreter.get_output_details()[0]['dtype'] == np.int8
+  assert metadata['output'].startswith('advantages')
+
+  env, q_network, step = learner.restore_policy_network(root_dir)
+  assert step == 300
+  assert isinstance(q_network, networks.QuantizationAwareQNetwork)
+  # The int8 model computes what the restored network was trained to: its
+  # greedy action on nearly all states, with no ties to speak of.
+  exporter = export.PolicyExporter(q_network, env.action_spec(), ['int8'],
+                                   lambda *_: None, str(tmp_path / 'export'))
+  observations = environments.random_walk_observations(env, 500, seed=4)
+  result, = exporter.export(step, observations)
+  figures = result.check.figures
+  assert result.check.passed, result.check.reason
+  assert figures['agreement'] >= 0.9 and figures['tie_rate'] <= 0.05, figures
+  np.testing.assert_array_equal(result.normalizer.shift,
+                                q_network.observation_normalizer.shift)
+
+  # The same root_dir resumes from the final checkpoint.
+  assert learner.train(root_dir, reverb_server, max_train_steps=350,
+                       export_interval=100) == 350
