@@ -28,11 +28,12 @@ def resolve_gin_file(path: str) -> str:
 
 
 class _GinIncludeProbeFilter(logging.Filter):
-  """Drops the error gin logs while it looks for an `include`d file in each
+  """Drops the logs gin writes while it looks for an `include`d file in each
   search path in turn; a file found nowhere still fails the parse."""
 
   def filter(self, record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith('Path not found: ')
+    return not record.getMessage().startswith(
+        ('Path not found: ', 'system_path_file_exists:'))
 
 
 @contextlib.contextmanager
