@@ -35,15 +35,6 @@ def _network_outputs(policy_network: network_lib.Network, normalized):
   return policy_network(normalized, training=False)[0]
 
 
-def _q_head(q_network: network_lib.Network):
-  """(kernel, bias) variables of the last layer: Q-values, or the
-  advantages of a quantization-aware network, which have the same argmax."""
-  if isinstance(q_network, networks.QuantizationAwareQNetwork):
-    return q_network.head_variables
-  head = q_network.layers[-1]
-  return head.kernel, head.bias
-
-
 def centre_q_values(q_network: network_lib.Network) -> None:
   """Subtracts the mean over actions from the Q-head, in place.
 
@@ -53,9 +44,10 @@ def centre_q_values(q_network: network_lib.Network) -> None:
   advantage over the mean, which has the same argmax and a range int8 can
   resolve. Folding the centring into the last layer's weights is exact.
   """
-  kernel, bias = _q_head(q_network)
-  kernel.assign(kernel - tf.reduce_mean(kernel, axis=1, keepdims=True))
-  bias.assign(bias - tf.reduce_mean(bias))
+  head = q_network.layers[-1]
+  kernel, bias = head.get_weights()
+  head.set_weights([kernel - kernel.mean(axis=1, keepdims=True),
+                    bias - bias.mean()])
 
 
 def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
@@ -69,12 +61,13 @@ def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
   gap. Clipping them keeps their greedy action (it saturates, and two
   actions rarely both do) and gives the other states the levels.
   """
-  values = _network_outputs(q_network, observations).numpy()
+  values = q_network(observations, training=False)[0].numpy()
   scale = float(np.quantile(np.abs(values).max(-1), quantile))
   if not scale > 0:
     return 1.0
-  for variable in _q_head(q_network):
-    variable.assign(variable / scale)
+  head = q_network.layers[-1]
+  kernel, bias = head.get_weights()
+  head.set_weights([kernel / scale, bias / scale])
   return scale
 
 
@@ -128,10 +121,6 @@ def _outputs_function(policy_network: network_lib.Network, clip: bool):
   @tf.function(input_signature=[signature])
   def outputs(observation):
     values = _network_outputs(policy_network, observation)
-    if isinstance(policy_network, networks.QuantizationAwareQNetwork):
-      # The int8 output's range, as the converter reads it from a model
-      # trained with fake-quantization; it clips too.
-      return tf.quantization.fake_quant_with_min_max_args(values, -1.0, 1.0)
     # The converter fuses this clip into the last layer (RELU_N1_TO_1).
     return tf.clip_by_value(values, -1.0, 1.0) if clip else values
 
@@ -162,10 +151,10 @@ def convert(policy_network: network_lib.Network, precision: str,
     converter.target_spec.supported_types = [tf.float16]
   elif (precision == 'int8' and
         isinstance(policy_network, networks.QuantizationAwareQNetwork)):
-    # The ranges were learned in training: no calibration.
+    # The ranges were learned in training: no calibration. The head's
+    # output stays float (see networks.AdvantageHeadQuantizeConfig).
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
   elif precision == 'int8':
     if calibration_observations is None or not len(calibration_observations):
       raise ActorQError('int8 export needs calibration observations')
@@ -515,22 +504,15 @@ class PolicyExporter:
     self._snapshot_network.set_weights(weights)
     output_scale = 1.0
     if self._quantization_aware:
-      # Trained as it is exported, with its own normalization; only the
-      # head's output range is set here.
+      # Exported as it was trained, with its own normalization.
       normalizer = self._snapshot_network.observation_normalizer
-      centre_q_values(self._snapshot_network)
-      output_scale = scale_q_head(self._snapshot_network,
-                                  normalizer(observations),
-                                  self._q_output_quantile or 1.0)
-      self._snapshot_network.requantize_head()
     else:
       normalizer = ObservationNormalizer.from_observations(observations)
       output_scale = self._transform(observations, normalizer)
     results, passed = [], []
     for precision in self._precisions:
       start = time.monotonic()
-      clip = precision == 'int8' and (output_scale != 1.0 or
-                                      self._quantization_aware)
+      clip = precision == 'int8' and output_scale != 1.0
       model_bytes = convert(self._snapshot_network, precision,
                             normalizer(observations), clip_outputs=clip)
       seconds = time.monotonic() - start
@@ -578,7 +560,8 @@ class PolicyExporter:
 
   def _output_description(self) -> str:
     if self._quantization_aware:
-      return ('advantages, Q-values less the state value (same argmax as Q)')
+      return ('advantages, Q-values less the state value (same argmax as '
+              'Q), in float from int8 hidden layers')
     if self._outputs_q_values:
       return ('Q-values centred over actions (same argmax as Q), divided by '
               'output_scale (int8: clipped to [-1, 1])')
