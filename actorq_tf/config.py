@@ -11,7 +11,7 @@ from actorq_tf.errors import ActorQError
 
 GIN_CONFIG_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin_configs')
-DEFAULT_GIN_FILE = os.path.join(GIN_CONFIG_DIR, 'dqn_cartpole.gin')
+DEFAULT_GIN_FILE = os.path.join(GIN_CONFIG_DIR, 'dqn_cartpole_qat.gin')
 # Lets a config `include` a shared one by its name in gin_configs/.
 gin.add_config_file_search_path(GIN_CONFIG_DIR)
 

@@ -354,6 +354,14 @@ def check_action_model(model_bytes: bytes,
                                      'mean_action_error': mean_error})
 
 
+def kept_network_weights(model_path: str) -> Sequence[np.ndarray]:
+  """The policy network weights (`get_weights` order) of the model at
+  `model_path` (`<model_dir>/policy_<precision>`), as PolicyExporter saved
+  them with it."""
+  with np.load(model_path + '.network.npz') as saved:
+    return [saved[f'arr_{i}'] for i in range(len(saved.files))]
+
+
 @dataclasses.dataclass
 class ExportResult:
   precision: str
@@ -527,7 +535,7 @@ class PolicyExporter:
                                     f'{check.reason}')
         logging.warning('Not publishing %s.', self.last_refused_export)
         continue
-      self._save(result, output_scale)
+      self._save(result, output_scale, weights)
       passed.append(result)
     self.results = results
     self.versions_exported += 1
@@ -567,12 +575,18 @@ class PolicyExporter:
               'output_scale (int8: clipped to [-1, 1])')
     return 'action'
 
-  def _save(self, result: ExportResult, output_scale: float) -> None:
-    """Writes the model and, beside it, what an interpreter needs with it."""
+  def _save(self, result: ExportResult, output_scale: float,
+            weights: Sequence[np.ndarray]) -> None:
+    """Writes the model and, beside it, what an interpreter needs with it
+    and the fp32 network weights it was made from (checkpoints come at
+    other steps; see `kept_network_weights`)."""
     path = os.path.join(self._model_dir, f'policy_{result.precision}')
     with open(path + '.tflite.tmp', 'wb') as f:
       f.write(result.model_bytes)
     os.replace(path + '.tflite.tmp', path + '.tflite')
+    with open(path + '.network.npz.tmp', 'wb') as f:
+      np.savez(f, *weights)
+    os.replace(path + '.network.npz.tmp', path + '.network.npz')
     metrics.write_json_atomically(path + '.json', {
         'version': result.version,
         'precision': result.precision,

@@ -23,9 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from actorq_tf import export
-from actorq_tf import learner
 from actorq_tf import networks
-from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
@@ -91,7 +89,8 @@ def measure_run(run_dir: str, episodes: int, calls: int,
             model.greedy_action, fp32_states, calls),
         'model_bytes': len(result.model_bytes)}
   figures = {'run_dir': run_dir, 'train_step': train_step,
-             'kept_model': kept_model(run_dir, episodes),
+             # Last: it loads the kept model's weights into q_network.
+             'kept_model': kept_model(run_dir, env, q_network, episodes),
              'environment': gin.query_parameter('load_environment.env_name'),
              'fp32_return': fp32_return,
              'states': {'fp32_visited': len(fp32_states)},
@@ -100,20 +99,20 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   return figures
 
 
-def kept_model(run_dir: str, episodes: int) -> Optional[Dict]:
+def kept_model(run_dir: str, env, q_network, episodes: int
+              ) -> Optional[Dict]:
   """The int8 model the run left in `models/`, against the fp32 network of
-  the same version (if its checkpoint is still there), on its own visited
-  states."""
+  the same version (its weights, saved beside it, go into `q_network`), on
+  its own visited states."""
   path = os.path.join(run_dir, 'models', 'policy_int8')
   if not os.path.exists(path + '.json'):
     return None
   with open(path + '.json') as f:
     metadata = json.load(f)
-  try:
-    env, q_network, _ = learner.restore_policy_network(run_dir,
-                                                       metadata['version'])
-  except ActorQError as e:
-    return {'version': metadata['version'], 'error': e.message}
+  if not os.path.exists(path + '.network.npz'):
+    return {'version': metadata['version'],
+            'error': 'the run saved no fp32 weights beside its model'}
+  q_network.set_weights(export.kept_network_weights(path))
   with open(path + '.tflite', 'rb') as f:
     model = TFLiteModel(f.read(), ObservationNormalizer(
         np.array(metadata['observation_shift'], np.float32),

@@ -97,6 +97,11 @@ def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
   assert figures['agreement'] >= 0.95 and figures['tie_rate'] == 0, figures
   np.testing.assert_array_equal(result.normalizer.shift,
                                 q_network.observation_normalizer.shift)
+  # The kept model plays what the fp32 weights saved beside it play.
+  q_network.set_weights(export.kept_network_weights(model_path))
+  kept = export.check_q_model(model_bytes, q_network, observations, 0.95,
+                              0.05, q_network.observation_normalizer)
+  assert kept.passed and kept.figures['tie_rate'] == 0, kept
 
   # The same root_dir resumes from the final checkpoint.
   assert learner.train(root_dir, reverb_server, max_train_steps=350,
