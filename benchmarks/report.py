@@ -67,6 +67,13 @@ class Experiment:
   gin_file: str
   max_wall_time_s: float
   gin_bindings: Tuple[str, ...] = ()
+  # The actor precisions the config can run (quantization-aware networks
+  # export int8 only); None: the plan's.
+  precisions: Optional[Tuple[str, ...]] = None
+
+  def precisions_of(self, plan_precisions: Sequence[str]) -> List[str]:
+    return [p for p in plan_precisions
+            if self.precisions is None or p in self.precisions]
 
 
 @dataclasses.dataclass
@@ -112,6 +119,8 @@ PLANS = {
         actor_repeats=3,
         experiments=(
             Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 480),
+            Experiment('CartPole-v1 (DQN, quantization-aware training)',
+                       'dqn_cartpole_qat.gin', 480, precisions=('int8', 'tf')),
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240)),
         seeds=(0, 1, 2),
         paper_experiment=Experiment(
@@ -184,12 +193,14 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
                    log=print) -> List[Dict]:
   figures = []
   for experiment in plan.experiments:
+    precisions = experiment.precisions_of(plan.precisions)
+    if not precisions:
+      continue
     log(f'End to end, {experiment.label}: seeds {list(plan.seeds)} x '
-        f'{list(plan.precisions)}, at most {experiment.max_wall_time_s:g} s '
-        f'each...')
+        f'{precisions}, at most {experiment.max_wall_time_s:g} s each...')
     runs = end_to_end.run_experiment(
         work_dir, experiment.gin_file, plan.seeds, experiment.max_wall_time_s,
-        energy_country, plan.precisions, experiment.gin_bindings, log=log)
+        energy_country, precisions, experiment.gin_bindings, log=log)
     figures.append({'label': experiment.label,
                     'gin_file': experiment.gin_file,
                     'gin_bindings': list(experiment.gin_bindings),
