@@ -246,11 +246,40 @@ def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
           'actor_case': plan.paper_actor_case, **replay_ratio, 'runs': runs}
 
 
-def run_retention(plan: Plan, results: Dict, work_dir: str,
-                  log=print) -> List[Dict]:
+def _measure_retention(plan: Plan, label: str, run_dir: str, index: int,
+                       work_dir: str, log) -> Dict:
+  log(f'Retention, {label}: {plan.retention_episodes} episodes per mode on '
+      f'{run_dir}...')
+  try:
+    measured = _run_benchmark(
+        'benchmarks.retention', None, (),
+        ['--run_dir', run_dir, '--episodes', str(plan.retention_episodes)],
+        os.path.join(work_dir, f'retention_{index}.log'))
+  except RuntimeError as e:
+    return {'label': label, 'error': str(e)}
+  return {'label': label, **measured['runs'][0]}
+
+
+def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
+                  run_dirs: Sequence[str] = ()) -> List[Dict]:
   """Every precision on the same seeded episodes, on the checkpoint of each
   experiment's (and the paper-size experiment's) first int8 run that reached
-  its target: the last evaluation of a run is picked by the stopping rule."""
+  its target: the last evaluation of a run is picked by the stopping rule.
+
+  With `run_dirs`, on those trained run directories instead; the earlier
+  rows of other labels are kept."""
+  if run_dirs:
+    figures = []
+    for run_dir in run_dirs:
+      name = os.path.basename(os.path.normpath(run_dir))
+      row = _measure_retention(plan, f'run {name}', os.path.abspath(run_dir),
+                               len(figures), work_dir, log)
+      if 'environment' in row:
+        row['label'] = f'{row["environment"]}, run {name}'
+      figures.append(row)
+    labels = {row['label'] for row in figures}
+    return [row for row in results.get('retention') or []
+            if row['label'] not in labels] + figures
   experiments = list(results.get('end_to_end') or [])
   if results.get('paper_size'):
     experiments.append(results['paper_size'])
@@ -265,17 +294,8 @@ def run_retention(plan: Plan, results: Dict, work_dir: str,
           'no int8 run of this experiment reached its target' if not runs
           else 'its run directories are gone; measure end_to_end again')})
       continue
-    log(f'Retention, {experiment["label"]}: {plan.retention_episodes} '
-        f'episodes per mode on {found[0]}...')
-    try:
-      measured = _run_benchmark(
-          'benchmarks.retention', None, (),
-          ['--run_dir', found[0], '--episodes', str(plan.retention_episodes)],
-          os.path.join(work_dir, f'retention_{len(figures)}.log'))
-    except RuntimeError as e:
-      figures.append({'label': experiment['label'], 'error': str(e)})
-      continue
-    figures.append({'label': experiment['label'], **measured['runs'][0]})
+    figures.append(_measure_retention(plan, experiment['label'], found[0],
+                                      len(figures), work_dir, log))
   return figures
 
 
@@ -318,9 +338,12 @@ def versions() -> Dict:
 
 def run_report(plan: Plan, output_dir: str, work_dir: str,
                energy_country: str, parts: Sequence[str] = PARTS,
-               command: str = '', log=print) -> Dict:
+               command: str = '', log=print,
+               retention_run_dirs: Sequence[str] = ()) -> Dict:
   """Measures the parts asked for, keeps earlier figures of the others (in
-  `output_dir/results.json`), writes the report; returns the results."""
+  `output_dir/results.json`), writes the report; returns the results. The
+  retention part measures `retention_run_dirs` if given (see
+  run_retention)."""
   os.makedirs(output_dir, exist_ok=True)
   os.makedirs(work_dir, exist_ok=True)
   results_path = os.path.join(output_dir, report_writer.RESULTS_FILE)
@@ -343,7 +366,8 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
                                              log)
     elif part == 'retention':
-      results['retention'] = run_retention(plan, results, work_dir, log)
+      results['retention'] = run_retention(plan, results, work_dir, log,
+                                           retention_run_dirs)
     elif part == 'paper_size':
       results['paper_size'] = run_paper_size(
           plan, work_dir, energy_country, results.get('paper_size'), log)
@@ -366,6 +390,10 @@ flags.DEFINE_list('parts', list(PARTS), 'Parts to measure now; the others '
                   'keep the figures of an earlier run of the same plan.')
 flags.DEFINE_string('energy_country', 'USA', 'Grid whose carbon intensity '
                     'applies (3-letter ISO code).')
+flags.DEFINE_multi_string('retention_run_dir', [], 'Trained run '
+                          'directories the retention part measures instead '
+                          'of the end-to-end runs (earlier rows of other '
+                          'runs are kept).')
 flags.DEFINE_list('precisions', None, 'Actor precisions of the end-to-end '
                   'and paper-size runs; default the plan\'s (tf, fp32, '
                   'int8).')
@@ -390,7 +418,8 @@ def main(_):
   work_dir = FLAGS.work_dir or os.path.join(PROJECT_ROOT, 'runs',
                                             f'benchmarks_{plan.name}')
   run_report(plan, output_dir, work_dir, FLAGS.energy_country, FLAGS.parts,
-             command=' '.join(['python -m benchmarks.report'] + sys.argv[1:]))
+             command=' '.join(['python -m benchmarks.report'] + sys.argv[1:]),
+             retention_run_dirs=FLAGS.retention_run_dir)
   print(f'Report: {os.path.join(output_dir, report_writer.REPORT_FILE)}')
 
 
