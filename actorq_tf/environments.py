@@ -223,8 +223,10 @@ class DirectSteps:
 
 def random_walk_observations(env: py_environment.PyEnvironment, count: int,
                              seed: int = 0) -> np.ndarray:
-  """Observations of episodes under uniformly random actions."""
+  """Observations of episodes under uniformly random actions; the
+  environment is seeded with `seed` first, so they repeat."""
   rng = np.random.default_rng(seed)
+  env.seed(seed)
   spec = env.action_spec()
   observations = []
   time_step = env.reset()

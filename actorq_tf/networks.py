@@ -195,10 +195,6 @@ class QuantizationAwareQNetwork(network.Network):
     """A of normalized observations: what the actors' model computes."""
     return self._model(normalized_observations, training=training)[0]
 
-  def advantage_model(self) -> tf.keras.Model:
-    """normalized observation -> A, the part converted to full int8."""
-    return tf.keras.Model(self._model.inputs, self._model.outputs[0])
-
   def call(self, observation, step_type=None, network_state=(),
            training=False):
     del step_type  # The network has no state.

@@ -1,10 +1,11 @@
 """Does an int8 Q-model play its fp32 network's policy? Trained checkpoints.
 
 For each run directory given (a DQN run with checkpoints): restores its
-newest checkpoint (or `--checkpoint_step`) and converts it through the learner's own exporter once
-per int8 output mode, calibrated as the learner calibrates (observations of
-actor-like epsilon-greedy play of the fp32 network); a network trained
-quantization-aware is exported once, as the learner exports it. Each model is then
+newest checkpoint (or `--checkpoint_step`) and converts it through the
+learner's own exporter once per int8 output mode, calibrated as the learner
+calibrates (observations of actor-like epsilon-greedy play of the fp32
+network); a network trained quantization-aware is exported once, as the
+learner exports it. Each model is then
 compared with fp32 on the states the fp32 greedy policy visits and on those
 the int8 model's own greedy play visits, over fixed seeds: greedy-action
 agreement (a tie counts as a disagreement), tie rate, mean Q regret, and
