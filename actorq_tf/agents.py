@@ -53,6 +53,8 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
                      q_network: network.Network,
                      train_step: tf.Variable,
                      learning_rate: float = 1e-3,
+                     learning_rate_decay_steps: int = 0,
+                     final_learning_rate: float = 0.0,
                      gamma: float = 0.99,
                      target_update_period: int = 100,
                      target_update_tau: float = 1.0,
@@ -63,13 +65,18 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
   """A DqnAgent (Double DQN by default) with a target network.
 
   Exploration lives in the actors, so the agent's own collect policy is
-  never used.
+  never used. With `learning_rate_decay_steps` the learning rate falls
+  linearly to `final_learning_rate` over that many train steps and stays
+  there.
   """
   time_step_spec = tensor_spec.from_spec(env.time_step_spec())
   action_spec = tensor_spec.from_spec(env.action_spec())
   loss_fn = (common.element_wise_huber_loss if huber_loss
              else common.element_wise_squared_loss)
   agent_class = dqn_agent.DdqnAgent if double_dqn else dqn_agent.DqnAgent
+  if learning_rate_decay_steps:
+    learning_rate = tf.keras.optimizers.schedules.PolynomialDecay(
+        learning_rate, learning_rate_decay_steps, final_learning_rate)
   optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
   # Slots exist before a checkpoint is restored, or Adam's moments would be
   # created afresh at the first step after a resume.

@@ -5,10 +5,13 @@ network's action, without noise, for continuous ones.
 
 Whenever a newer model is published it plays `num_episodes` greedy episodes
 with the int8 TFLite model and with the fp32 network of the same version, on
-the same seeds, and logs both returns: reward retention, side by side.
+the same seeds, and logs both returns: reward retention, side by side. The
+newest evaluated versions are kept on disk (`eval/versions/v<version>/`), so
+that the launcher can keep the one that earned a run's result.
 """
 import json
 import os
+import shutil
 import time
 from typing import Callable, Dict, List
 
@@ -20,6 +23,7 @@ from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf import agents
 from actorq_tf import environments
+from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
@@ -28,6 +32,32 @@ from actorq_tf.tflite_policy import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 RESULTS_FILE = os.path.join('eval', 'results.jsonl')
+VERSIONS_DIR = os.path.join('eval', 'versions')
+# What an evaluated version leaves in its directory: the int8 model and,
+# beside it, its normalizer and the fp32 weights it was evaluated against
+# (export.save_model_files), and those weights as a TF checkpoint.
+KEPT_MODEL = 'policy_int8'
+KEPT_CHECKPOINT = 'fp32_network'
+
+
+def version_dir(root_dir: str, version: int) -> str:
+  return os.path.join(root_dir, VERSIONS_DIR, f'v{version}')
+
+
+def retention(int8_return: float, fp32_return: float):
+  """How much of the fp32 network's return the int8 model keeps: 1 is all.
+
+  int8 / fp32 for positive returns; fp32 / int8 when both are negative
+  (Pendulum, Acrobot), so that a worse int8 model scores under 1 either
+  way; None when the signs differ or fp32 is 0.
+  """
+  if int8_return is None or fp32_return is None:
+    return None
+  if fp32_return > 0:
+    return int8_return / fp32_return
+  if fp32_return < 0 and int8_return < 0:
+    return fp32_return / int8_return
+  return None
 
 
 def greedy_returns(envs, greedy_actions: Callable[[np.ndarray], np.ndarray],
@@ -69,6 +99,8 @@ def run_evaluator(root_dir: str,
                   num_episodes: int = 10,
                   min_interval_s: float = 5.0,
                   server_timeout_s: float = 120.0,
+                  variables_timeout_s: float = 10.0,
+                  kept_versions: int = 3,
                   should_stop=lambda: False,
                   max_evaluations: int = 0) -> int:
   """Evaluates each newer model until stopped; returns evaluations done.
@@ -83,6 +115,12 @@ def run_evaluator(root_dir: str,
     min_interval_s: seconds between the starts of two evaluations.
     server_timeout_s: how long the Reverb server may not answer before the
       evaluator gives up.
+    variables_timeout_s: how long a model may wait for the fp32 variables
+      of its own version; the learner pushes them right after its models.
+      A model whose variables do not come, or were already replaced by a
+      newer version's, is not evaluated: int8 is only ever compared with
+      fp32 of the same version.
+    kept_versions: evaluated versions kept in eval/versions/.
     should_stop: polled between evaluations.
     max_evaluations: stop after this many; 0 runs until stopped.
   """
@@ -95,6 +133,7 @@ def run_evaluator(root_dir: str,
   version = tf.Variable(0, dtype=tf.int64)
   variables = model_channel.policy_variables(policy_network.variables,
                                              version)
+  checkpoint = tf.train.Checkpoint(policy_network=policy_network)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   container = reverb_variable_container.ReverbVariableContainer(
       server_address, table_names=[model_channel.VARIABLES_TABLE])
@@ -121,13 +160,28 @@ def run_evaluator(root_dir: str,
     return actions if discrete else np.clip(actions, spec.minimum,
                                             spec.maximum)
 
+  def variables_of(model_version: int) -> bool:
+    """Pulls fp32 variables until they are `model_version`'s; False when
+    they are another version's (a newer one replaced them, or ours did not
+    come in time)."""
+    deadline = time.monotonic() + variables_timeout_s
+    while True:
+      container.update(variables, table=model_channel.VARIABLES_TABLE)
+      pulled = int(version.numpy())
+      if pulled >= model_version or time.monotonic() >= deadline:
+        return pulled == model_version
+      time.sleep(0.1)
+
   evaluations = 0
+  unmatched_versions = 0
+  status = {}
   while not should_stop() and not (max_evaluations and
                                    evaluations >= max_evaluations):
     start = time.monotonic()
     watchdog.beat()
     try:
       model = puller.pull_newer()
+      matched = model is not None and variables_of(model.version)
     except model_channel.SERVER_ERRORS as e:
       logging.warning('Could not pull a model (%s); trying again.',
                       type(e).__name__)
@@ -135,12 +189,19 @@ def run_evaluator(root_dir: str,
     if model is None:
       time.sleep(1.0)
       continue
-    # The learner pushes a version's variables right after its models.
-    for _ in range(20):
-      container.update(variables, table=model_channel.VARIABLES_TABLE)
-      if int(version.numpy()) >= model.version:
-        break
-      time.sleep(0.1)
+    if not matched:
+      unmatched_versions += 1
+      logging.warning(
+          'Not evaluating int8 version %d: the fp32 variables are version %d '
+          '(%d version(s) unmatched so far).', model.version,
+          int(version.numpy()), unmatched_versions)
+      puller.forget_sample()
+      status.update(evaluations=evaluations,
+                    unmatched_versions=unmatched_versions)
+      metrics.write_status(root_dir, 'eval', **status)
+      with summary_writer.as_default(step=model.version):
+        tf.summary.scalar('eval/unmatched_versions', unmatched_versions)
+      continue
     try:
       int8_model = load_untrusted_model(
           model.model_bytes, model.normalizer, env.observation_spec().shape,
@@ -163,20 +224,47 @@ def run_evaluator(root_dir: str,
         'returns_int8': int8_returns,
         'returns_fp32': fp32_returns,
     }
+    # On disk before the result is: whoever reads the result finds them.
+    _keep_version(root_dir, model, policy_network, checkpoint, result,
+                  kept_versions)
     with open(results_path, 'a') as f:
       f.write(json.dumps(result) + '\n')
     with summary_writer.as_default(step=model.version):
       tf.summary.scalar('eval/return_int8', result['return_int8'])
       tf.summary.scalar('eval/return_fp32', result['return_fp32'])
-      if result['return_fp32']:
-        tf.summary.scalar('eval/retention_int8_over_fp32',
-                          result['return_int8'] / result['return_fp32'])
+      kept = retention(result['return_int8'], result['return_fp32'])
+      if kept is not None:
+        tf.summary.scalar('eval/retention_int8_over_fp32', kept)
     logging.info('Eval version %d: int8 %.1f, fp32 %.1f', model.version,
                  result['return_int8'], result['return_fp32'])
     evaluations += 1
-    metrics.write_status(root_dir, 'eval', evaluations=evaluations, **{
-        k: v for k, v in result.items() if not k.startswith('returns')})
+    status.update(
+        evaluations=evaluations, unmatched_versions=unmatched_versions,
+        **{k: v for k, v in result.items() if not k.startswith('returns')})
+    metrics.write_status(root_dir, 'eval', **status)
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
   watchdog.stop()
   summary_writer.close()
   return evaluations
+
+
+def _keep_version(root_dir: str, model, policy_network, checkpoint,
+                  result: Dict, kept_versions: int) -> None:
+  """Writes the evaluated version's int8 model, fp32 weights and fp32
+  checkpoint to its directory; removes all but the newest `kept_versions`."""
+  directory = version_dir(root_dir, model.version)
+  partial = directory + '.partial'
+  shutil.rmtree(partial, ignore_errors=True)
+  os.makedirs(partial)
+  export.save_model_files(
+      os.path.join(partial, KEPT_MODEL), model.model_bytes, model.normalizer,
+      policy_network.get_weights(), version=model.version, precision='int8',
+      evaluation={k: v for k, v in result.items() if k != 'time'})
+  checkpoint.write(os.path.join(partial, KEPT_CHECKPOINT))
+  shutil.rmtree(directory, ignore_errors=True)
+  os.rename(partial, directory)
+  parent = os.path.join(root_dir, VERSIONS_DIR)
+  versions = sorted(int(name[1:]) for name in os.listdir(parent)
+                    if name.startswith('v') and name[1:].isdigit())
+  for old in versions[:-kept_versions]:
+    shutil.rmtree(version_dir(root_dir, old), ignore_errors=True)

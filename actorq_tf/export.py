@@ -6,6 +6,7 @@ the actors' Python. Full int8 models are calibrated on the actors' most
 recent observations (see replay.recent_observations_table).
 """
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -585,19 +586,40 @@ class PolicyExporter:
     """Writes the model and, beside it, what an interpreter needs with it
     and the fp32 network weights it was made from (checkpoints come at
     other steps; see `kept_network_weights`)."""
-    path = os.path.join(self._model_dir, f'policy_{result.precision}')
-    with open(path + '.tflite.tmp', 'wb') as f:
-      f.write(result.model_bytes)
-    os.replace(path + '.tflite.tmp', path + '.tflite')
-    with open(path + '.network.npz.tmp', 'wb') as f:
-      np.savez(f, *weights)
-    os.replace(path + '.network.npz.tmp', path + '.network.npz')
-    metrics.write_json_atomically(path + '.json', {
-        'version': result.version,
-        'precision': result.precision,
-        'observation_shift': result.normalizer.shift.tolist(),
-        'observation_scale': result.normalizer.scale.tolist(),
-        'check': result.check.figures,
-        'output': self._output_description(),
-        'output_scale': output_scale,
-    })
+    save_model_files(
+        os.path.join(self._model_dir, f'policy_{result.precision}'),
+        result.model_bytes, result.normalizer, weights,
+        version=result.version, precision=result.precision,
+        check=result.check.figures, output=self._output_description(),
+        output_scale=output_scale)
+
+
+def save_model_files(path: str, model_bytes: bytes,
+                     normalizer: ObservationNormalizer,
+                     weights: Sequence[np.ndarray], **description) -> None:
+  """`path`.tflite, the fp32 network weights it was made from
+  (`path`.network.npz, see `kept_network_weights`) and `path`.json: the
+  normalizer and `description`. Each file is replaced whole."""
+  with open(path + '.tflite.tmp', 'wb') as f:
+    f.write(model_bytes)
+  os.replace(path + '.tflite.tmp', path + '.tflite')
+  with open(path + '.network.npz.tmp', 'wb') as f:
+    np.savez(f, *weights)
+  os.replace(path + '.network.npz.tmp', path + '.network.npz')
+  metrics.write_json_atomically(path + '.json', {
+      **description,
+      'observation_shift': normalizer.shift.tolist(),
+      'observation_scale': normalizer.scale.tolist(),
+  })
+
+
+def load_kept_model(path: str):
+  """(model bytes, normalizer, description) saved by `save_model_files`."""
+  with open(path + '.json') as f:
+    description = json.load(f)
+  with open(path + '.tflite', 'rb') as f:
+    model_bytes = f.read()
+  normalizer = ObservationNormalizer(
+      np.array(description.pop('observation_shift'), np.float32),
+      np.array(description.pop('observation_scale'), np.float32))
+  return model_bytes, normalizer, description

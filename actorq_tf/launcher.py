@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -55,6 +56,9 @@ class RunSettings:
   # Country whose grid carbon intensity applies to the machine's measured
   # energy; None measures nothing.
   energy_country: Optional[str] = 'USA'
+  # Train on this long after the target is met, to see whether the policy
+  # holds (`post_target_returns` in the summary).
+  continue_after_target_s: float = 0.0
 
 
 class RoleProcess:
@@ -120,6 +124,71 @@ def _target_metric(precision: str) -> str:
   return 'return_int8' if precision == 'int8' else 'return_fp32'
 
 
+KEPT_MODELS_DIR = 'models'
+
+
+class _ResultKeeper:
+  """Applies the stopping rule to each evaluation as it comes, and keeps
+  (in `models/target/` and `models/best/`) the evaluated versions that met
+  it and that scored best: their int8 model, fp32 weights and checkpoint,
+  and evaluation, copied from the evaluator's newest versions."""
+
+  def __init__(self, root_dir: str, metric: str, target_return: float,
+               evaluations_in_a_row: int, earlier_results: List[Dict], log):
+    self._root_dir = root_dir
+    self._metric = metric
+    self._target_return = target_return
+    self._in_a_row = evaluations_in_a_row
+    self._log = log
+    self.streak = []
+    # An earlier launch of a resumed run left its best kept already.
+    self.best = max(earlier_results, key=lambda r: r[metric], default=None)
+    self.target: Optional[Dict] = None
+    self.post_target: List[Dict] = []
+
+  def add(self, result: Dict) -> bool:
+    """Takes the next evaluation; True when it completes the rule."""
+    if self.best is None or result[self._metric] > self.best[self._metric]:
+      if self._keep(result, 'best'):
+        self.best = result
+    if self.target is not None:
+      self.post_target.append(result)
+      return False
+    met = result[self._metric] >= self._target_return
+    self.streak = self.streak + [result] if met else []
+    if len(self.streak) < self._in_a_row or not self._keep(result, 'target'):
+      return False
+    self.target = result
+    return True
+
+  def model_path(self, name: str) -> str:
+    return os.path.join(self._root_dir, KEPT_MODELS_DIR, name,
+                        evaluation.KEPT_MODEL + '.tflite')
+
+  def _keep(self, result: Dict, name: str) -> bool:
+    source = evaluation.version_dir(self._root_dir, result['version'])
+    destination = os.path.join(self._root_dir, KEPT_MODELS_DIR, name)
+    partial = destination + '.partial'
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+      shutil.copytree(source, partial)
+    except OSError as e:
+      self._log(f'WARNING: could not keep evaluated version '
+                f'{result["version"]} as the {name} model ({e}).')
+      return False
+    shutil.rmtree(destination, ignore_errors=True)
+    os.rename(partial, destination)
+    return True
+
+
+def _evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
+  if result is None:
+    return None
+  return {k: result[k] for k in ('version', 'return_int8', 'return_fp32',
+                                 'time')} | {
+                                     'episodes': len(result['returns_int8'])}
+
+
 class _Interrupted:
   def __init__(self):
     self.signal_name = None
@@ -133,6 +202,7 @@ class _Interrupted:
 @gin.configurable
 def run_local(settings: RunSettings,
               target_return: float = gin.REQUIRED,
+              target_evaluations_in_a_row: int = 2,
               max_refused_versions: int = 3,
               max_refusing_s: float = 600.0,
               log=functools.partial(print, flush=True)) -> Dict:
@@ -140,7 +210,11 @@ def run_local(settings: RunSettings,
 
   Args:
     settings: what to run and where.
-    target_return: mean greedy eval return (10 episodes) that ends the run.
+    target_return: mean greedy eval return (over the evaluator's episodes,
+      10 by default) that ends the run...
+    target_evaluations_in_a_row: ... when this many evaluations in a row,
+      each of a newer version, reach it. Returns of one version can swing
+      by hundreds: one evaluation alone lets a lucky snapshot end a run.
     max_refused_versions: the run fails when an actor has refused this many
       published versions in a row: it would go on training on random
       actions.
@@ -178,6 +252,11 @@ def run_local(settings: RunSettings,
       'precision': settings.actor_precision,
       'target_return': target_return,
       'target_metric': _target_metric(settings.actor_precision),
+      'stopping_rule': {
+          'metric': _target_metric(settings.actor_precision),
+          'target_return': target_return,
+          'evaluations_in_a_row': target_evaluations_in_a_row,
+      },
       'target_reached': False,
       'time_to_target_s': None,
       'env_steps_to_target': None,
@@ -192,6 +271,11 @@ def run_local(settings: RunSettings,
       'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
+  # Results of an earlier launch of a resumed run do not end this one.
+  earlier_results = evaluation.read_results(root_dir)
+  seen_results = len(earlier_results)
+  keeper = _ResultKeeper(root_dir, summary['target_metric'], target_return,
+                         target_evaluations_in_a_row, earlier_results, log)
   status = 'failed'
   error = None
   chaos = random.Random(settings.seed)
@@ -215,8 +299,7 @@ def run_local(settings: RunSettings,
         f'{settings.actor_precision} actor(s); logs in {log_dir}')
 
     next_progress = time.monotonic() + settings.progress_interval_s
-    # Results of an earlier launch of a resumed run do not end this one.
-    seen_results = len(evaluation.read_results(root_dir))
+    target_time = None
     chaos_killed = set()
     refusals = _RefusalWatch(max_refused_versions, max_refusing_s,
                              start_wall_time)
@@ -238,29 +321,33 @@ def run_local(settings: RunSettings,
       refusals.check(progress['actors'])
       results = evaluation.read_results(root_dir)
       for result in results[seen_results:]:
-        if result[summary['target_metric']] >= target_return:
+        if keeper.add(result):
+          target_time = time.monotonic()
           summary.update(
               target_reached=True,
               time_to_target_s=round(result['time'] - start_wall_time, 1),
               env_steps_to_target=progress['env_steps'],
               train_steps_to_target=result['version'])
+          log(f'Target met: evaluations of versions '
+              f'{", ".join(str(r["version"]) for r in keeper.streak)} '
+              f'reached {target_return:g}; version {result["version"]} kept '
+              f'in {os.path.dirname(keeper.model_path("target"))}.')
           if meter:
             reading = meter.reading()
             summary.update(energy_kwh_to_target=reading.energy_kwh,
                            emissions_kg_to_target=reading.emissions_kg)
-          break
       seen_results = len(results)
       now = time.monotonic()
-      if summary['target_reached']:
-        status = 'target_reached'
-      elif interrupted.signal_name:
+      over_budget = _over_budget(settings, progress['env_steps'],
+                                 now - start)
+      if interrupted.signal_name:
         status = f'interrupted ({interrupted.signal_name})'
-      elif settings.max_env_steps and (progress['env_steps'] >=
-                                       settings.max_env_steps):
-        status = 'max_env_steps'
-      elif settings.max_wall_time_s and (now - start >=
-                                         settings.max_wall_time_s):
-        status = 'max_wall_time'
+      elif target_time is not None:
+        if over_budget or (now - target_time >=
+                           settings.continue_after_target_s):
+          status = 'target_reached'
+      elif over_budget:
+        status = over_budget
       if status != 'failed' or now >= next_progress:
         log(_progress_line(now - start, progress, results[-1:]))
         next_progress = now + settings.progress_interval_s
@@ -277,17 +364,29 @@ def run_local(settings: RunSettings,
 
   progress = _progress(root_dir, settings.num_actors)
   results = evaluation.read_results(root_dir)
-  last = results[-1] if results else {}
+  kept_name = 'target' if keeper.target else 'best' if keeper.best else None
+  kept = keeper.target or keeper.best
   summary.update(
       status=status,
       error=error,
       wall_time_s=round(time.monotonic() - start, 1),
       env_steps=progress['env_steps'],
       train_steps=progress['train_steps'],
-      eval_version=last.get('version'),
-      eval_return_int8=last.get('return_int8'),
-      eval_return_fp32=last.get('return_fp32'),
-      model_path=os.path.join(root_dir, 'models', 'policy_int8.tflite'),
+      # The kept model and what it played: the version that met the target,
+      # else the best evaluated one.
+      model_path=kept_name and keeper.model_path(kept_name),
+      eval_version=kept and kept['version'],
+      eval_return_int8=kept and kept['return_int8'],
+      eval_return_fp32=kept and kept['return_fp32'],
+      target_evaluation=_evaluation_summary(keeper.target),
+      target_model_path=keeper.target and keeper.model_path('target'),
+      best_evaluation=_evaluation_summary(keeper.best),
+      best_model_path=keeper.best and keeper.model_path('best'),
+      last_evaluation=_evaluation_summary(results[-1] if results else None),
+      post_target_returns=[[r['version'], r[summary['target_metric']]]
+                           for r in keeper.post_target],
+      **{k: v for k, v in progress['learner'].items()
+         if k.startswith('replay_') and k != 'replay_size'},
       model_update_bytes=progress['model_update_bytes'].get(
           settings.actor_precision),
       # Share of each actor's env steps whose action a model chose (the
@@ -308,6 +407,15 @@ def run_local(settings: RunSettings,
   if error is not None:
     raise ActorQError(error)
   return summary
+
+
+def _over_budget(settings: RunSettings, env_steps: int, elapsed_s: float
+                ) -> Optional[str]:
+  if settings.max_env_steps and env_steps >= settings.max_env_steps:
+    return 'max_env_steps'
+  if settings.max_wall_time_s and elapsed_s >= settings.max_wall_time_s:
+    return 'max_wall_time'
+  return None
 
 
 def _resumable(summary: Dict) -> bool:

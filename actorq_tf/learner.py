@@ -134,6 +134,7 @@ def train(root_dir: str,
                 refused_exports=exporter.refused_exports,
                 last_refused_export=exporter.last_refused_export, **skipped)
 
+  replay_figures = {}  # The newest, for the final status too.
   step_lock = threading.Lock()  # Held while the weights change.
   finished = threading.Event()
 
@@ -153,7 +154,7 @@ def train(root_dir: str,
     writer.close()
     metrics.write_status(root_dir, 'learner', train_step=int(train_step),
                          restored_train_step=restored_train_step,
-                         stopped=True, **export_figures(),
+                         stopped=True, **export_figures(), **replay_figures,
                          model_update_bytes=model_update_bytes, **figures)
     finished.set()
 
@@ -202,14 +203,16 @@ def train(root_dir: str,
           checkpointer.save(train_step)
         if step % summary_interval == 0 or time.time() - last_status_time > 5:
           rate = steps_per_second.rate(step)
-          replay_size = _replay_size(client)
+          replay_figures.update(_replay_figures(client))
           tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
-          if replay_size is not None:
-            tf.summary.scalar('learner/replay_size', replay_size, step=step)
+          for name in ('replay_size', 'replay_samples_per_insert_after_warmup'):
+            if replay_figures.get(name) is not None:
+              tf.summary.scalar(f'learner/{name}', replay_figures[name],
+                                step=step)
           metrics.write_status(
               root_dir, 'learner', train_step=step, loss=float(loss),
               restored_train_step=restored_train_step,
-              train_steps_per_second=rate, replay_size=replay_size,
+              train_steps_per_second=rate, **replay_figures,
               model_update_bytes=model_update_bytes, **export_figures(),
               **energy_figures(step))
           last_status_time = time.time()
@@ -286,11 +289,12 @@ def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
     step_lock.release()
 
 
-def _replay_size(client: reverb.Client) -> Optional[int]:
+def _replay_figures(client: reverb.Client) -> dict:
   try:
-    return client.server_info(timeout=5)[replay.REPLAY_TABLE].current_size
+    return replay.rate_figures(
+        client.server_info(timeout=5)[replay.REPLAY_TABLE])
   except model_channel.SERVER_ERRORS:
-    return None
+    return {}
 
 
 def _check_server(client: reverb.Client, timeout_s: float,

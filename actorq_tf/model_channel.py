@@ -231,6 +231,11 @@ class ModelPuller:
       return None
     return model
 
+  def forget_sample(self) -> None:
+    """The next `pull_newer` samples the table even if no model came since:
+    for a model put aside, not refused, to be taken up again."""
+    self._sampled_at_inserts = None
+
   def refuse(self, model: PublishedModel, reason: str) -> None:
     """Never takes this version; logs why once."""
     self._refused_versions.add(model.version)

@@ -25,7 +25,6 @@ import tensorflow as tf
 
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.tflite_policy import ObservationNormalizer
 from actorq_tf.tflite_policy import TFLiteModel
 from benchmarks import common
 
@@ -102,25 +101,29 @@ def measure_run(run_dir: str, episodes: int, calls: int,
 
 def kept_model(run_dir: str, env, q_network, episodes: int
               ) -> Optional[Dict]:
-  """The int8 model the run left in `models/`, against the fp32 network of
-  the same version (its weights, saved beside it, go into `q_network`), on
-  its own visited states."""
-  path = os.path.join(run_dir, 'models', 'policy_int8')
+  """The int8 model the run's summary names (`model_path`; a run without
+  a summary: the newest in `models/`), against the fp32 network of the same
+  version (its weights, saved beside it, go into `q_network`), on its own
+  visited states."""
+  path = os.path.join(run_dir, 'models', 'policy_int8.tflite')
+  try:
+    with open(os.path.join(run_dir, 'summary.json')) as f:
+      path = json.load(f).get('model_path') or path
+  except (OSError, json.JSONDecodeError):
+    pass
+  path = path[:-len('.tflite')]
   if not os.path.exists(path + '.json'):
     return None
-  with open(path + '.json') as f:
-    metadata = json.load(f)
+  model_bytes, normalizer, description = export.load_kept_model(path)
   if not os.path.exists(path + '.network.npz'):
-    return {'version': metadata['version'],
+    return {'version': description['version'], 'path': path,
             'error': 'the run saved no fp32 weights beside its model'}
   q_network.set_weights(export.kept_network_weights(path))
-  with open(path + '.tflite', 'rb') as f:
-    model = TFLiteModel(f.read(), ObservationNormalizer(
-        np.array(metadata['observation_shift'], np.float32),
-        np.array(metadata['observation_scale'], np.float32)))
+  model = TFLiteModel(model_bytes, normalizer)
   states, mean_return = common.play(env, model.greedy_action, episodes,
                                     seed=10**6)
-  return {'version': metadata['version'], 'int8_return': mean_return,
+  return {'version': description['version'], 'path': path,
+          'int8_return': mean_return,
           'int8_visited': export.q_fidelity(
               q_network(states, training=False)[0].numpy(),
               model.outputs(states))}
@@ -145,7 +148,7 @@ def print_table(figures: Dict) -> None:
   if kept and 'error' in kept:
     print(f'kept model v{kept["version"]}: {kept["error"]}')
   elif kept:
-    print(f'kept model (models/policy_int8.tflite) v{kept["version"]}: on its '
+    print(f'kept model ({kept["path"]}.tflite) v{kept["version"]}: on its '
           f'own visited states agreement '
           f'{kept["int8_visited"]["agreement"]:.3f}, ties '
           f'{kept["int8_visited"]["tie_rate"]:.3f}, return '

@@ -11,6 +11,8 @@ from typing import Dict, List, Optional, Sequence
 
 import matplotlib
 
+from actorq_tf.evaluation import retention
+
 matplotlib.use('Agg')  # Files only; no display on a benchmark machine.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -27,22 +29,6 @@ def write_json(path: str, results: Dict) -> None:
   with open(path + '.tmp', 'w') as f:
     json.dump(results, f, indent=1)
   os.replace(path + '.tmp', path)
-
-
-def retention(int8_return: Optional[float],
-              fp32_return: Optional[float]) -> Optional[float]:
-  """How much of the fp32 network's return the int8 model keeps: 1 is all.
-
-  int8 / fp32 for positive returns; fp32 / int8 when both are negative
-  (Pendulum), so that a worse int8 model scores under 1 either way.
-  """
-  if int8_return is None or fp32_return is None:
-    return None
-  if fp32_return > 0:
-    return int8_return / fp32_return
-  if fp32_return < 0 and int8_return < 0:
-    return fp32_return / int8_return
-  return None
 
 
 def retention_over_evaluations(run: Dict) -> Optional[float]:

@@ -197,14 +197,6 @@ def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
   assert '| int8 (default) | 498.6 +- 2.8 | 0.997 | -1.4 |' in text
 
 
-def test_retention_is_below_one_when_int8_is_worse():
-  assert report_writer.retention(90.0, 100.0) == 0.9
-  assert report_writer.retention(-200.0, -180.0) == 0.9
-  assert report_writer.retention(-10.0, 5.0) == -2.0
-  assert report_writer.retention(5.0, -10.0) is None
-  assert report_writer.retention(None, 1.0) is None
-
-
 def test_the_projection_says_when_actors_or_the_learner_bound_the_run(
     tmp_path):
   # One int8 actor: 1,000 env steps/s; learner: 5 train steps/s at 0.5 train

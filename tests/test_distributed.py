@@ -4,8 +4,17 @@ import os
 import re
 import signal
 
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from actorq_tf import environments
 from actorq_tf import evaluation
+from actorq_tf import export
 from actorq_tf import metrics
+from actorq_tf import networks
+from actorq_tf.tflite_policy import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
 from helpers import start_launcher
@@ -46,6 +55,16 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
   assert summary['train_steps'] >= 500
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
+  # Past the first 200 items the rate limiter holds the configured ratio.
+  assert summary['replay_samples_per_insert_configured'] == 32.0
+  assert summary['replay_samples_per_insert_after_warmup'] == pytest.approx(
+      32.0, rel=0.05)
+  # No target: the run keeps its best evaluated version, which is what
+  # the summary reports.
+  assert summary['model_path'] == summary['best_model_path']
+  assert summary['eval_version'] == summary['best_evaluation']['version']
+  assert summary['eval_return_int8'] == max(
+      r['return_int8'] for r in evaluation.read_results(root_dir))
   # The launcher measured the machine for the whole run (learner included).
   assert summary['energy_kwh'] > 0 and summary['emissions_kg'] > 0
   assert summary['energy_duration_s'] >= summary['wall_time_s'] - 5
@@ -64,6 +83,55 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
     assert os.path.exists(os.path.join(root_dir, path)), path
   for pid in _role_pids(root_dir):
     assert not _alive(pid)
+
+
+def _play_on_the_evaluators_seeds(greedy_actions, episodes=10):
+  envs = [environments.load_environment() for _ in range(episodes)]
+  returns = evaluation.greedy_returns(
+      envs, greedy_actions, [10**6 + i for i in range(episodes)])
+  return sum(returns) / episodes
+
+
+def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
+  root_dir = str(tmp_path / 'run')
+  # Any CartPole evaluation scores at least 0: the rule decides the stop.
+  launcher = start_launcher(root_dir, '--max_env_steps', '0',
+                            '--max_wall_time_s', '300', '--target_return', '0')
+  out, err = launcher.communicate(timeout=400)
+  assert launcher.returncode == 0, err[-3000:]
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['status'] == 'target_reached'
+  assert summary['stopping_rule'] == {
+      'metric': 'return_int8', 'target_return': 0.0,
+      'evaluations_in_a_row': 2}
+  first, second = evaluation.read_results(root_dir)[:2]
+  target = summary['target_evaluation']
+  assert target['version'] == second['version'] > first['version']
+  assert summary['train_steps_to_target'] == second['version']
+  assert summary['model_path'] == summary['target_model_path']
+  assert summary['eval_return_int8'] == target['return_int8']
+  assert f'Target met: evaluations of versions {first["version"]}, ' in out
+
+  # The kept files are that version's and play what the summary says.
+  gin.clear_config()
+  gin.parse_config_file(os.path.join(root_dir, 'config.gin'))
+  try:
+    model_bytes, normalizer, description = export.load_kept_model(
+        summary['model_path'][:-len('.tflite')])
+    assert description['version'] == target['version']
+    model = TFLiteModel(model_bytes, normalizer)
+    assert _play_on_the_evaluators_seeds(
+        model.greedy_actions) == target['return_int8']
+    q_network = networks.policy_network_for(environments.load_environment())
+    tf.train.Checkpoint(policy_network=q_network).restore(os.path.join(
+        os.path.dirname(summary['model_path']),
+        evaluation.KEPT_CHECKPOINT)).assert_existing_objects_matched()
+    assert _play_on_the_evaluators_seeds(
+        lambda o: np.argmax(q_network(o)[0].numpy(), axis=-1)
+    ) == target['return_fp32']
+  finally:
+    gin.clear_config()
 
 
 def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):

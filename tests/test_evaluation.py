@@ -1,6 +1,11 @@
 """The evaluator: int8 model and fp32 network on the same seeds."""
+import os
+import time
+
 from actorq_tf import environments
 from actorq_tf import evaluation
+from actorq_tf import export
+from actorq_tf import metrics
 from helpers import publish_policy
 
 
@@ -17,6 +22,30 @@ def test_evaluator_logs_int8_and_fp32_returns_of_one_version(reverb_server,
   assert result['return_int8'] == sum(result['returns_int8']) / 4
 
 
+def test_evaluator_never_compares_int8_with_fp32_of_another_version(
+    reverb_server, tmp_path):
+  publish_policy(reverb_server, version=9)
+  # Version 12's model comes without its variables: fp32 stays at 9.
+  publish_policy(reverb_server, version=12, publish_variables=False)
+  deadline = time.monotonic() + 20
+  evaluations = evaluation.run_evaluator(
+      str(tmp_path), reverb_server, num_episodes=2, variables_timeout_s=1.0,
+      should_stop=lambda: time.monotonic() > deadline)
+  assert evaluations == 0
+  assert not evaluation.read_results(str(tmp_path))
+  status = metrics.read_status(str(tmp_path), 'eval')
+  assert status['evaluations'] == 0 and status['unmatched_versions'] >= 1
+
+  publish_policy(reverb_server, version=14)
+  assert evaluation.run_evaluator(
+      str(tmp_path), reverb_server, num_episodes=2, max_evaluations=1) == 1
+  [result] = evaluation.read_results(str(tmp_path))
+  assert result['version'] == result['fp32_version'] == 14
+  kept = os.path.join(evaluation.version_dir(str(tmp_path), 14),
+                      evaluation.KEPT_MODEL)
+  assert export.load_kept_model(kept)[2]['evaluation']['version'] == 14
+
+
 def test_greedy_episodes_repeat_with_their_seeds(cartpole_gin):
   envs = [environments.load_environment() for _ in range(3)]
   always_left = lambda observations: [0] * len(observations)
@@ -24,3 +53,11 @@ def test_greedy_episodes_repeat_with_their_seeds(cartpole_gin):
   again = evaluation.greedy_returns(envs, always_left, [1, 2, 3])
   assert first == again
   assert all(8 <= r < 100 for r in first)
+
+
+def test_retention_is_below_one_when_int8_is_worse():
+  assert evaluation.retention(90.0, 100.0) == 0.9
+  assert evaluation.retention(-200.0, -180.0) == 0.9
+  assert evaluation.retention(-10.0, 5.0) == -2.0
+  assert evaluation.retention(5.0, -10.0) is None
+  assert evaluation.retention(None, 1.0) is None

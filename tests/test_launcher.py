@@ -1,8 +1,10 @@
 """What the launcher tells the user from the roles' status files."""
+import os
 import time
 
 import pytest
 
+from actorq_tf import evaluation
 from actorq_tf import launcher
 from actorq_tf import metrics
 from actorq_tf.errors import ActorQError
@@ -71,3 +73,32 @@ def test_refusals_stop_the_run_by_count_or_by_time():
   # A status of an earlier launch (a resumed run) does not count.
   watch.check([{'consecutive_refusals': 5, 'refusing_since': now - 600,
                 'time': now - 20}])
+
+
+def _evaluated(root_dir, version, return_int8):
+  """An evaluation as the evaluator leaves it: its result and its files."""
+  directory = evaluation.version_dir(root_dir, version)
+  os.makedirs(directory)
+  with open(os.path.join(directory, evaluation.KEPT_MODEL + '.tflite'),
+            'w') as f:
+    f.write(f'model {version}')
+  return {'version': version, 'return_int8': return_int8,
+          'return_fp32': return_int8, 'time': 0.0, 'returns_int8': [0.0] * 3}
+
+
+def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
+  root_dir = str(tmp_path)
+  keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
+      root_dir, 'return_int8', target_return=475.0, evaluations_in_a_row=2,
+      earlier_results=[], log=print)
+  met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
+         in ((1000, 20.0), (2000, 500.0), (3000, 30.0), (4000, 480.0),
+             (5000, 476.0), (6000, 10.0), (7000, 499.0))]
+  assert met == [False, False, False, False, True, False, False]
+  assert keeper.streak[-1]['version'] == keeper.target['version'] == 5000
+  assert keeper.best['version'] == 2000
+  assert [r['version'] for r in keeper.post_target] == [6000, 7000]
+  with open(keeper.model_path('target')) as f:
+    assert f.read() == 'model 5000'
+  with open(keeper.model_path('best')) as f:
+    assert f.read() == 'model 2000'
