@@ -92,6 +92,33 @@ def read_results(root_dir: str) -> List[Dict]:
     return []
 
 
+class StoppingRule:
+  """The target is met when `evaluations_in_a_row` evaluations in a row,
+  each of a newer version, reach `target_return` on `metric`. Returns of
+  one version can swing by hundreds: one evaluation alone would let a lucky
+  snapshot end a run."""
+
+  def __init__(self, metric: str, target_return: float,
+               evaluations_in_a_row: int):
+    if evaluations_in_a_row < 1:
+      raise ActorQError('the stopping rule needs at least 1 evaluation, not '
+                        f'{evaluations_in_a_row}')
+    self.metric = metric
+    self.target_return = target_return
+    self.evaluations_in_a_row = evaluations_in_a_row
+    self.streak: List[Dict] = []
+
+  def met_by(self, result: Dict) -> bool:
+    """Takes the next evaluation; True when it completes the streak."""
+    met = result[self.metric] >= self.target_return
+    self.streak = self.streak + [result] if met else []
+    return len(self.streak) >= self.evaluations_in_a_row
+
+  def description(self) -> Dict:
+    return {'metric': self.metric, 'target_return': self.target_return,
+            'evaluations_in_a_row': self.evaluations_in_a_row}
+
+
 @gin.configurable
 def run_evaluator(root_dir: str,
                   server_address: str,

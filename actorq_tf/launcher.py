@@ -133,30 +133,27 @@ class _ResultKeeper:
   it and that scored best: their int8 model, fp32 weights and checkpoint,
   and evaluation, copied from the evaluator's newest versions."""
 
-  def __init__(self, root_dir: str, metric: str, target_return: float,
-               evaluations_in_a_row: int, earlier_results: List[Dict], log):
+  def __init__(self, root_dir: str, rule: evaluation.StoppingRule,
+               earlier_results: List[Dict], log):
     self._root_dir = root_dir
-    self._metric = metric
-    self._target_return = target_return
-    self._in_a_row = evaluations_in_a_row
+    self.rule = rule
     self._log = log
-    self.streak = []
     # An earlier launch of a resumed run left its best kept already.
-    self.best = max(earlier_results, key=lambda r: r[metric], default=None)
+    self.best = max(earlier_results, key=lambda r: r[rule.metric],
+                    default=None)
     self.target: Optional[Dict] = None
     self.post_target: List[Dict] = []
 
   def add(self, result: Dict) -> bool:
     """Takes the next evaluation; True when it completes the rule."""
-    if self.best is None or result[self._metric] > self.best[self._metric]:
+    metric = self.rule.metric
+    if self.best is None or result[metric] > self.best[metric]:
       if self._keep(result, 'best'):
         self.best = result
     if self.target is not None:
       self.post_target.append(result)
       return False
-    met = result[self._metric] >= self._target_return
-    self.streak = self.streak + [result] if met else []
-    if len(self.streak) < self._in_a_row or not self._keep(result, 'target'):
+    if not self.rule.met_by(result) or not self._keep(result, 'target'):
       return False
     self.target = result
     return True
@@ -213,8 +210,7 @@ def run_local(settings: RunSettings,
     target_return: mean greedy eval return (over the evaluator's episodes,
       10 by default) that ends the run...
     target_evaluations_in_a_row: ... when this many evaluations in a row,
-      each of a newer version, reach it. Returns of one version can swing
-      by hundreds: one evaluation alone lets a lucky snapshot end a run.
+      each of a newer version, reach it (see evaluation.StoppingRule).
     max_refused_versions: the run fails when an actor has refused this many
       published versions in a row: it would go on training on random
       actions.
@@ -223,7 +219,9 @@ def run_local(settings: RunSettings,
     log: where progress lines go.
   """
   root_dir = settings.root_dir
-  # Before anything is written: a bad country must leave no run directory.
+  # Before anything is written: bad settings must leave no run directory.
+  rule = evaluation.StoppingRule(_target_metric(settings.actor_precision),
+                                 target_return, target_evaluations_in_a_row)
   meter = (energy.EnergyMeter(settings.energy_country)
            if settings.energy_country else None)
   resumed = os.path.exists(os.path.join(root_dir, RUN_IDENTITY_FILE))
@@ -252,11 +250,7 @@ def run_local(settings: RunSettings,
       'precision': settings.actor_precision,
       'target_return': target_return,
       'target_metric': _target_metric(settings.actor_precision),
-      'stopping_rule': {
-          'metric': _target_metric(settings.actor_precision),
-          'target_return': target_return,
-          'evaluations_in_a_row': target_evaluations_in_a_row,
-      },
+      'stopping_rule': rule.description(),
       'target_reached': False,
       'time_to_target_s': None,
       'env_steps_to_target': None,
@@ -274,8 +268,7 @@ def run_local(settings: RunSettings,
   # Results of an earlier launch of a resumed run do not end this one.
   earlier_results = evaluation.read_results(root_dir)
   seen_results = len(earlier_results)
-  keeper = _ResultKeeper(root_dir, summary['target_metric'], target_return,
-                         target_evaluations_in_a_row, earlier_results, log)
+  keeper = _ResultKeeper(root_dir, rule, earlier_results, log)
   status = 'failed'
   error = None
   chaos = random.Random(settings.seed)
@@ -329,7 +322,7 @@ def run_local(settings: RunSettings,
               env_steps_to_target=progress['env_steps'],
               train_steps_to_target=result['version'])
           log(f'Target met: evaluations of versions '
-              f'{", ".join(str(r["version"]) for r in keeper.streak)} '
+              f'{", ".join(str(r["version"]) for r in keeper.rule.streak)} '
               f'reached {target_return:g}; version {result["version"]} kept '
               f'in {os.path.dirname(keeper.model_path("target"))}.')
           if meter:
@@ -338,16 +331,15 @@ def run_local(settings: RunSettings,
                            emissions_kg_to_target=reading.emissions_kg)
       seen_results = len(results)
       now = time.monotonic()
-      over_budget = _over_budget(settings, progress['env_steps'],
-                                 now - start)
+      budget = over_budget(settings.max_env_steps, settings.max_wall_time_s,
+                           progress['env_steps'], now - start)
       if interrupted.signal_name:
         status = f'interrupted ({interrupted.signal_name})'
       elif target_time is not None:
-        if over_budget or (now - target_time >=
-                           settings.continue_after_target_s):
+        if budget or (now - target_time >= settings.continue_after_target_s):
           status = 'target_reached'
-      elif over_budget:
-        status = over_budget
+      elif budget:
+        status = budget
       if status != 'failed' or now >= next_progress:
         log(_progress_line(now - start, progress, results[-1:]))
         next_progress = now + settings.progress_interval_s
@@ -409,11 +401,13 @@ def run_local(settings: RunSettings,
   return summary
 
 
-def _over_budget(settings: RunSettings, env_steps: int, elapsed_s: float
-                ) -> Optional[str]:
-  if settings.max_env_steps and env_steps >= settings.max_env_steps:
+def over_budget(max_env_steps: int, max_wall_time_s: float, env_steps: int,
+                elapsed_s: float) -> Optional[str]:
+  """The budget that ran out ('max_env_steps' or 'max_wall_time'), if any;
+  a budget of 0 is none."""
+  if max_env_steps and env_steps >= max_env_steps:
     return 'max_env_steps'
-  if settings.max_wall_time_s and elapsed_s >= settings.max_wall_time_s:
+  if max_wall_time_s and elapsed_s >= max_wall_time_s:
     return 'max_wall_time'
   return None
 

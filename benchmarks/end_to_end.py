@@ -3,7 +3,9 @@
 Each run is the local launcher exactly as a user starts it (`local_main`,
 one actor, same config and rate limiter for every precision), in its own
 run directory under `--work_dir`; the seeds take turns over the precisions,
-so drift in the machine's speed hits every precision alike. A finished run
+so drift in the machine's speed hits every precision alike. DQN experiments
+have one more row, `stock`: TF-Agents' single-process DQN on the same config,
+seeds and stopping rule (`benchmarks.stock_dqn`). A finished run
 directory is read, not run again, so an interrupted benchmark goes on where
 it stopped; an unfinished one is started anew.
 
@@ -14,12 +16,16 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from actorq_tf import evaluation
 from actorq_tf import launcher
+from benchmarks import stock_dqn
 
 PRECISIONS = ('tf', 'fp32', 'int8')
+STOCK = stock_dqn.STOCK_PRECISION
+# Rows of an experiment, in the order they are run and shown.
+ROWS = (STOCK,) + PRECISIONS
 _FINISHED = ('target_reached', 'max_wall_time', 'max_env_steps')
 
 
@@ -40,17 +46,24 @@ def _finished_summary(root_dir: str):
 
 def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
             max_wall_time_s: float, energy_country: str,
-            gin_bindings: Sequence[str] = ()) -> Dict:
-  """One launcher run (or the finished one already there); its figures."""
+            gin_bindings: Sequence[str] = (),
+            continue_after_target_s: float = 0.0) -> Dict:
+  """One launcher run, or a stock one (or the finished one already there);
+  its figures."""
   summary = _finished_summary(root_dir)
   if summary is None:
     shutil.rmtree(root_dir, ignore_errors=True)
     os.makedirs(os.path.dirname(root_dir), exist_ok=True)
-    command = [sys.executable, '-m', 'binaries.local_main',
-               '--root_dir', root_dir, '--gin_file', gin_file,
-               '--actor_precision', precision, '--seed', str(seed),
-               '--max_wall_time_s', str(max_wall_time_s),
-               '--max_env_steps', '0', '--energy_country', energy_country]
+    if precision == STOCK:
+      command = [sys.executable, '-m', 'benchmarks.stock_dqn']
+    else:
+      command = [sys.executable, '-m', 'binaries.local_main',
+                 '--actor_precision', precision,
+                 '--energy_country', energy_country]
+    command += ['--root_dir', root_dir, '--gin_file', gin_file,
+                '--seed', str(seed), '--max_wall_time_s',
+                str(max_wall_time_s), '--max_env_steps', '0',
+                '--continue_after_target_s', str(continue_after_target_s)]
     for binding in gin_bindings:
       command += ['--gin_bindings', binding]
     with open(root_dir + '.log', 'w') as log:
@@ -76,24 +89,36 @@ def figures_of(root_dir: str, summary: Dict) -> Dict:
           'eval_return_fp32', 'model_update_bytes', 'energy_kwh',
           'emissions_kg', 'energy_duration_s', 'energy_kwh_to_target',
           'emissions_kg_to_target', 'energy_method', 'energy_country',
-          'exit_codes', 'role_restarts')
+          'exit_codes', 'role_restarts', 'stopping_rule',
+          'post_target_returns', 'replay_samples_per_insert_after_warmup')
   figures = {key: summary.get(key) for key in keys}
   figures['root_dir'] = root_dir
-  figures['curve'] = [[round(r['time'] - start, 1), r['return_int8'],
+  figures['curve'] = [[round(r['time'] - start, 1), r.get('return_int8'),
                        r['return_fp32']] for r in results]
   return figures
+
+
+def post_target_share(run: Dict, hold_return: float) -> Optional[float]:
+  """Share of the evaluations after the target whose return (the run's
+  metric) is at least `hold_return`; None without any."""
+  returns = [r for _, r in run.get('post_target_returns') or []]
+  if not returns:
+    return None
+  return sum(r >= hold_return for r in returns) / len(returns)
 
 
 def run_experiment(work_dir: str, gin_file: str, seeds: Sequence[int],
                    max_wall_time_s: float, energy_country: str,
                    precisions: Sequence[str] = PRECISIONS,
-                   gin_bindings: Sequence[str] = (), log=print) -> List[Dict]:
+                   gin_bindings: Sequence[str] = (),
+                   continue_after_target_s: float = 0.0,
+                   log=print) -> List[Dict]:
   runs = []
   for seed in seeds:
     for precision in precisions:
       root_dir = run_directory(work_dir, gin_file, precision, seed)
       figures = run_one(root_dir, gin_file, precision, seed, max_wall_time_s,
-                        energy_country, gin_bindings)
+                        energy_country, gin_bindings, continue_after_target_s)
       log(f'  {os.path.basename(root_dir)}: {figures["status"]}, '
           f'time to target {figures["time_to_target_s"]} s, '
           f'{figures["energy_kwh"] or 0:.5f} kWh')

@@ -68,8 +68,12 @@ class Experiment:
   max_wall_time_s: float
   gin_bindings: Tuple[str, ...] = ()
   # The actor precisions the config can run (quantization-aware networks
-  # export int8 only); None: the plan's.
+  # export int8 only), and `stock` for DQN; None: the plan's.
   precisions: Optional[Tuple[str, ...]] = None
+  # Each run trains on this long after the target; the share of its later
+  # evaluations that stay at or above `hold_return` says whether it holds.
+  continue_after_target_s: float = 0.0
+  hold_return: Optional[float] = None
 
   def precisions_of(self, plan_precisions: Sequence[str]) -> List[str]:
     return [p for p in plan_precisions
@@ -86,7 +90,7 @@ class Plan:
   actor_repeats: int
   experiments: Sequence[Experiment]
   seeds: Sequence[int]
-  precisions: Sequence[str] = end_to_end.PRECISIONS
+  precisions: Sequence[str] = end_to_end.ROWS
   # The paper's setting end to end (one seed per precision), and the actor
   # case of the same task whose figures project it to K actors.
   paper_experiment: Optional[Experiment] = None
@@ -118,14 +122,19 @@ PLANS = {
                       'd4pg_cartpole_balance.gin', (PAPER_POLICY,), 2_000)),
         actor_repeats=3,
         experiments=(
-            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 480),
+            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 780,
+                       continue_after_target_s=300, hold_return=400),
             Experiment('CartPole-v1 (DQN, quantization-aware training)',
-                       'dqn_cartpole_qat.gin', 480, precisions=('int8', 'tf')),
-            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240)),
+                       'dqn_cartpole_qat.gin', 780,
+                       precisions=('stock', 'int8', 'tf'),
+                       continue_after_target_s=300, hold_return=400),
+            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240,
+                       precisions=end_to_end.PRECISIONS)),
         seeds=(0, 1, 2),
         paper_experiment=Experiment(
             'cartpole-balance (D4PG), paper-size networks',
-            'd4pg_cartpole_balance.gin', 3000, PAPER_NETWORKS),
+            'd4pg_cartpole_balance.gin', 3000, PAPER_NETWORKS,
+            precisions=end_to_end.PRECISIONS),
         paper_actor_case='cartpole-balance, 2048x2048x2048 policy',
         retention_episodes=100),
     'quick': Plan(
@@ -136,7 +145,8 @@ PLANS = {
                                'dqn_cartpole.gin', (), 2_000),),
         actor_repeats=1,
         experiments=(
-            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 90),),
+            Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 90,
+                       precisions=end_to_end.PRECISIONS),),
         seeds=(0,), retention_episodes=10),
 }
 
@@ -200,11 +210,15 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
         f'{precisions}, at most {experiment.max_wall_time_s:g} s each...')
     runs = end_to_end.run_experiment(
         work_dir, experiment.gin_file, plan.seeds, experiment.max_wall_time_s,
-        energy_country, precisions, experiment.gin_bindings, log=log)
+        energy_country, precisions, experiment.gin_bindings,
+        experiment.continue_after_target_s, log=log)
     figures.append({'label': experiment.label,
                     'gin_file': experiment.gin_file,
                     'gin_bindings': list(experiment.gin_bindings),
                     'max_wall_time_s': experiment.max_wall_time_s,
+                    'continue_after_target_s':
+                        experiment.continue_after_target_s,
+                    'hold_return': experiment.hold_return,
                     'runs': runs})
   return figures
 
@@ -219,15 +233,16 @@ def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
   experiment = plan.paper_experiment
   if experiment is None:
     return None
-  log(f'Paper size, {experiment.label}: {list(plan.precisions)}, at most '
+  precisions = experiment.precisions_of(plan.precisions)
+  log(f'Paper size, {experiment.label}: {precisions}, at most '
       f'{experiment.max_wall_time_s:g} s each...')
   runs = end_to_end.run_experiment(
       os.path.join(work_dir, 'paper_size'), experiment.gin_file, (0,),
-      experiment.max_wall_time_s, energy_country, plan.precisions,
+      experiment.max_wall_time_s, energy_country, precisions,
       experiment.gin_bindings, log=log)
   if earlier and earlier.get('gin_bindings') == list(experiment.gin_bindings):
     kept = [run for run in earlier['runs']
-            if run['precision'] not in plan.precisions]
+            if run['precision'] not in precisions]
     runs = sorted(kept + runs, key=lambda run: end_to_end.PRECISIONS.index(
         run['precision']))
   # pylint: disable=g-import-not-at-top
@@ -407,10 +422,10 @@ def main(_):
                          f'{list(PARTS)}')
   plan = PLANS['quick' if FLAGS.quick else 'full']
   if FLAGS.precisions:
-    unknown = set(FLAGS.precisions) - set(end_to_end.PRECISIONS)
+    unknown = set(FLAGS.precisions) - set(end_to_end.ROWS)
     if unknown:
       raise app.UsageError(f'unknown --precisions {sorted(unknown)}; choose '
-                           f'from {list(end_to_end.PRECISIONS)}')
+                           f'from {list(end_to_end.ROWS)}')
     plan = dataclasses.replace(plan, precisions=tuple(FLAGS.precisions))
   output_dir = FLAGS.output_dir or os.path.join(
       PROJECT_ROOT, 'benchmarks', 'results', *(['quick'] if FLAGS.quick

@@ -12,6 +12,9 @@ from typing import Dict, List, Optional, Sequence
 import matplotlib
 
 from actorq_tf.evaluation import retention
+from benchmarks.end_to_end import ROWS
+from benchmarks.end_to_end import STOCK
+from benchmarks.end_to_end import post_target_share
 
 matplotlib.use('Agg')  # Files only; no display on a benchmark machine.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -21,7 +24,8 @@ REPORT_FILE = 'report.md'
 RETURN_PLOT = 'eval_return_vs_wall_time.png'
 ACTOR_PLOT = 'actor_steps_per_second.png'
 PRECISION_COLOURS = {'tf': 'tab:blue', 'fp32': 'tab:orange',
-                     'int8': 'tab:green', 'fp16': 'tab:purple'}
+                     'int8': 'tab:green', 'fp16': 'tab:purple',
+                     STOCK: 'tab:grey'}
 NOT_REACHED = math.inf
 
 
@@ -38,8 +42,8 @@ def retention_over_evaluations(run: Dict) -> Optional[float]:
   the precision's own metric peaks over the target), which biases its
   retention; every evaluation compares the same version and seeds too.
   """
-  if not run['curve']:
-    return None
+  if not run['curve'] or any(point[1] is None for point in run['curve']):
+    return None  # A stock run has no int8 model.
   return retention(sum(point[1] for point in run['curve']),
                    sum(point[2] for point in run['curve']))
 
@@ -114,8 +118,9 @@ def _at_budget(run: Dict, figure: str, budget: float) -> Optional[float]:
 def experiment_table(experiment: Dict) -> Dict[str, Dict]:
   """Per precision: medians over seeds of each end-to-end figure."""
   budget = experiment['max_wall_time_s']
+  hold_return = experiment.get('hold_return')
   table = {}
-  for precision in ('tf', 'fp32', 'int8'):
+  for precision in ROWS:
     runs = [r for r in experiment['runs'] if r['precision'] == precision]
     if not runs:
       continue
@@ -148,8 +153,25 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
                                        for r in runs]),
         'failed': [r['seed'] for r in runs if r['status'] == 'failed'],
         'energy_method': runs[0]['energy_method'],
+        # Per seed, the share of evaluations after the target at or above
+        # hold_return (None: no target or no evaluation after it).
+        'held_after_target': [
+            post_target_share(r, hold_return) if hold_return is not None
+            else None for r in runs],
     }
   return table
+
+
+def _stock_goals(table: Dict, label: str, budget: float) -> List[Sequence]:
+  int8, stock = table.get('int8', {}), table[STOCK]
+  steps = _ratio(int8.get('env_steps_to_target'),
+                 stock.get('env_steps_to_target'))
+  return [
+      [f'wall time to target int8 / stock TF-Agents DQN, {label}', '<= 0.5',
+       *_bounded_ratio(table, 'time_to_target_s', None, budget, 0.5,
+                       STOCK)],
+      [f'env steps to target int8 / stock TF-Agents DQN, {label}', '<= 1.0',
+       _fmt(steps), _met(steps, 1.0, True)]]
 
 
 def _rows_to_markdown(header: Sequence[str], rows: List[Sequence]) -> str:
@@ -207,6 +229,17 @@ def _goals(results: Dict) -> List[Sequence]:
                    fp32.get('model_update_bytes'))
     goals.append([f'bytes per model update int8 / fp32, {label}', '<= 0.3',
                   _fmt(ratio, '.3f'), _met(ratio, 0.3, True)])
+    if STOCK in table:
+      goals += _stock_goals(table, label, budget)
+    if experiment.get('hold_return') is not None and 'int8' in table:
+      held = [h for h in table['int8']['held_after_target'] if h is not None]
+      share = min(held) if held else None
+      goals.append([
+          f'int8 runs: share of evaluations in the '
+          f'{experiment["continue_after_target_s"]:g} s after the target at '
+          f'or above {experiment["hold_return"]:g}, {label} (worst seed; '
+          f'{len(held)} of {table["int8"]["seeds"]} seeds reached it)',
+          '>= 0.9', _fmt(share, '.2f'), _met(share, 0.9, False)])
   for checkpoint in results.get('retention', []):
     goals.append(retention_goal(checkpoint))
   goals.append(['learner train steps/s, export on / off', '>= 0.95',
@@ -367,10 +400,14 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'learner, evaluator and one actor on this machine, the same '
            'config and rate limiter for every precision; seeds take turns '
            'over the precisions. Time to target counts from the launch '
-           '(process start-up included) to the first evaluation whose mean '
-           'greedy return (10 episodes) reaches the target: of the int8 '
+           '(process start-up included) to the evaluation that meets the '
+           'stopping rule: the mean greedy return (10 episodes) at or above '
+           'the target on two evaluations in a row, of two versions '
+           '(`run_local.target_evaluations_in_a_row`), of the int8 '
            'model for int8 actors, of the fp32 network for tf and fp32 '
-           'actors. Medians over seeds; a run that missed its target within '
+           'actors. Where the experiment says so, each run then trains on '
+           'for a fixed time, and *held after target* is the share of its '
+           'later evaluations at or above the hold return. Medians over seeds; a run that missed its target within '
            'the budget counts as slower than any that made it. *Retention*: '
            'greedy return of the int8 model over that of the fp32 network '
            'of the same version, same seeds (fp32 / int8 when both are '
@@ -398,7 +435,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
          'env steps to target', 'learner steps to target',
          'retention, every eval (min-max)',
          'bytes per model update', 'kWh to target',
-         'kg CO2 to target', 'kWh whole run'],
+         'kg CO2 to target', 'kWh whole run',
+         'held after target (each seed)'],
         [[p, f'{t["reached"]}/{t["seeds"]}',
           f'{_fmt(t["time_to_target_s"], ".1f")} ('
           + ', '.join(_fmt(x, '.1f') for x in t['times']) + ')',
@@ -410,11 +448,12 @@ def _end_to_end_section(results: Dict) -> List[str]:
           _fmt(t['model_update_bytes'], ',.0f'),
           _fmt(t['energy_kwh_to_target'], '.5f'),
           _fmt(t['emissions_kg_to_target'], '.5f'),
-          _fmt(t['energy_kwh'], '.5f')]
+          _fmt(t['energy_kwh'], '.5f'),
+          ', '.join(_fmt(h, '.2f') for h in t['held_after_target'])]
          for p, t in table.items()]))
     lines.append('')
     budget = experiment['max_wall_time_s']
-    for other in ('tf', 'fp32'):
+    for other in [o for o in (STOCK, 'tf', 'fp32') if o in table]:
       ratios = [f'{name} ' + _bounded_ratio(table, figure, whole_run, budget,
                                             0.5, other)[0]
                 for name, figure, whole_run in (
@@ -430,6 +469,14 @@ def _end_to_end_section(results: Dict) -> List[str]:
           int8.get('model_update_bytes'), base.get('model_update_bytes')),
                                                      '.3f'))
       lines.append(f'- int8 / {other}: ' + ', '.join(ratios) + '.')
+    if STOCK in table:
+      lines.append(
+          f'- `{STOCK}`: TF-Agents\' single-process DQN (its DQN example\'s '
+          'loop: one process, fp32 TF collect policy, local Reverb), with '
+          'this config\'s network size, DQN settings, batch, train steps '
+          'per env step, replay warm-up and epsilon schedule, on the same '
+          'seeds, evaluation episodes and stopping rule '
+          '(`benchmarks.stock_dqn`). It measures no energy.')
     lines.append('- A `tf` actor pulls the variables after every env step '
                  '(TF-Agents\' stock behaviour), TFLite actors a model every '
                  '100 steps: per env step a tf actor receives about 100 times '
@@ -577,7 +624,9 @@ def _plot_returns(experiments: List[Dict], path: str) -> None:
       times = [point[0] for point in run['curve']]
       returns = [point[column] for point in run['curve']]
       ax.plot(times, returns, color=PRECISION_COLOURS[precision], alpha=0.8,
-              label=None if precision in labelled else f'{precision} actors')
+              label=None if precision in labelled else (
+                  'stock TF-Agents DQN' if precision == STOCK
+                  else f'{precision} actors'))
       labelled.add(precision)
     ax.axhline(experiment['runs'][0]['target_return'], color='grey',
                linestyle='--', linewidth=1, label='target')

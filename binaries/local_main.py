@@ -24,8 +24,9 @@ flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
                   'or tf, TF-Agents\' stock fp32 policy.')
 flags.DEFINE_integer('num_actors', 1, 'Actor processes (one per core).')
 flags.DEFINE_float('target_return', None, 'Stop when the greedy eval return '
-                   '(mean of 10 episodes) reaches this; default from the gin '
-                   'file.')
+                   '(mean of 10 episodes) reaches this on '
+                   'run_local.target_evaluations_in_a_row (2) evaluations in '
+                   'a row; default from the gin file.')
 flags.DEFINE_integer('max_env_steps', 300_000, 'Stop after this many env '
                      'steps over all actors; 0 for no limit.')
 flags.DEFINE_float('max_wall_time_s', 3600, 'Stop after this many seconds; 0 '
@@ -33,6 +34,9 @@ flags.DEFINE_float('max_wall_time_s', 3600, 'Stop after this many seconds; 0 '
 flags.DEFINE_bool('restart_failed_roles', True, 'Restart a role that dies '
                   '(the server and learner from their checkpoints); if off, '
                   'a dying role ends the run with an error.')
+flags.DEFINE_float('continue_after_target_s', 0, 'Train on this many seconds '
+                   'after the target is met, to see whether the policy holds '
+                   '(post_target_returns in summary.json).')
 flags.DEFINE_float('chaos_kill_interval_s', 0, 'Fault injection: SIGKILL a '
                    'random role this often, in seconds; 0 never.')
 common.define_energy_flags()
@@ -60,6 +64,7 @@ def main(_):
       max_wall_time_s=FLAGS.max_wall_time_s,
       restart_failed_roles=FLAGS.restart_failed_roles,
       chaos_kill_interval_s=FLAGS.chaos_kill_interval_s,
+      continue_after_target_s=FLAGS.continue_after_target_s,
       energy_country=FLAGS.energy_country if FLAGS.track_energy else None)
   overrides = ({} if FLAGS.target_return is None else
                {'target_return': FLAGS.target_return})

@@ -25,9 +25,11 @@ TINY_PLAN = report.Plan(
         (TINY_NET, 'replay_table.min_size_to_sample = 200',
          'train.export_interval = 100', 'run_evaluator.min_interval_s = 1.0',
          # An untrained greedy policy scores about 9: the first evaluation
-         # reaches the target.
-         'run_local.target_return = 9.0')),),
-    seeds=(0,), precisions=('fp32', 'int8'), retention_episodes=5)
+         # reaches the target, and one is enough here.
+         'run_local.target_return = 9.0',
+         'run_local.target_evaluations_in_a_row = 1'),
+        continue_after_target_s=5, hold_return=9.0),),
+    seeds=(0,), precisions=('stock', 'fp32', 'int8'), retention_episodes=5)
 
 
 @pytest.fixture(scope='module')
@@ -69,9 +71,16 @@ def test_the_report_holds_every_part(tiny_report):
     assert sum(share.values()) == pytest.approx(1.0, abs=0.01)
 
   runs = results['end_to_end'][0]['runs']
-  assert [r['precision'] for r in runs] == ['fp32', 'int8']
+  assert [r['precision'] for r in runs] == ['stock', 'fp32', 'int8']
+  stock, runs = runs[0], runs[1:]
+  assert stock['target_reached'] and stock['stopping_rule'] == {
+      'metric': 'return_fp32', 'target_return': 9.0,
+      'evaluations_in_a_row': 1}
+  assert 0 < stock['env_steps_to_target'] <= stock['env_steps']
   for run in runs:
     assert run['target_reached'], run
+    assert run['stopping_rule'] == dict(stock['stopping_rule'],
+                                        metric=f'return_{run["precision"]}')
     assert 0 < run['energy_kwh_to_target'] <= run['energy_kwh']
     assert run['energy_method'] and run['curve']
     assert set(run['exit_codes'].values()) == {0}
@@ -94,6 +103,9 @@ def test_the_report_holds_every_part(tiny_report):
   assert 'Machine:' in text and 'tensorflow 2.15.1' in text
   assert '| dynamic_int8 |' in text
   assert '- int8 / fp32: time to target' in text
+  assert '| stock | 1/1 |' in text and '- int8 / stock: time to target' in text
+  assert ('wall time to target int8 / stock TF-Agents DQN, CartPole-v1, low '
+          'target | <= 0.5 | ') in text
   assert 'Energy method: RAM: codecarbon' in text
   # Without tf actors the int8 / tf goals are said to be unmeasured.
   assert 'wall time to target int8 / tf, CartPole-v1, low target | <= 0.5 | ' \

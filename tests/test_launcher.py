@@ -89,13 +89,13 @@ def _evaluated(root_dir, version, return_int8):
 def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   root_dir = str(tmp_path)
   keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
-      root_dir, 'return_int8', target_return=475.0, evaluations_in_a_row=2,
+      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2),
       earlier_results=[], log=print)
   met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
          in ((1000, 20.0), (2000, 500.0), (3000, 30.0), (4000, 480.0),
              (5000, 476.0), (6000, 10.0), (7000, 499.0))]
   assert met == [False, False, False, False, True, False, False]
-  assert keeper.streak[-1]['version'] == keeper.target['version'] == 5000
+  assert keeper.rule.streak[-1]['version'] == keeper.target['version'] == 5000
   assert keeper.best['version'] == 2000
   assert [r['version'] for r in keeper.post_target] == [6000, 7000]
   with open(keeper.model_path('target')) as f:

@@ -1,0 +1,232 @@
+"""TF-Agents' stock single-process DQN: the baseline ActorQ must beat.
+
+The loop is TF-Agents' own DQN example (tf_agents/examples/dqn/
+dqn_train_eval.py): one process, a local Reverb table written by
+`ReverbAddTrajectoryObserver`, a `PyDriver` stepping the agent's
+epsilon-greedy collect policy (TF, fp32) one env step at a time, and
+`agent.train` on batches from the table's dataset. What means the same as in
+an ActorQ run comes from the same gin config, so that the two learn alike
+per env step: the environment, the network's layer sizes, every DQN setting
+(`agents.create_dqn_agent`), batch size, train steps per env step
+(`replay_table.samples_per_insert` / `train.batch_size`), replay capacity and
+warm-up, and actor 0's epsilon schedule. The network is TF-Agents' plain
+fp32 QNetwork. Evaluation plays the evaluator's greedy episodes on its seeds
+at every `train.export_interval` train steps, and the run stops by the same
+rule (`evaluation.StoppingRule`, `run_local.target_evaluations_in_a_row`).
+
+  python -m benchmarks.stock_dqn --root_dir /tmp/stock --seed 1 \
+      --gin_file dqn_cartpole.gin --continue_after_target_s 300
+
+Writes `summary.json` (the launcher's keys for time and env steps to target,
+post-target returns and the stopping rule) and `eval/results.jsonl` in
+--root_dir.
+"""
+import json
+import os
+import time
+from typing import Dict, Optional
+
+from absl import app
+from absl import flags
+import gin
+import numpy as np
+import reverb
+import tensorflow as tf
+from tf_agents.drivers import py_driver
+from tf_agents.networks import q_network
+from tf_agents.policies import epsilon_greedy_policy
+from tf_agents.policies import py_tf_eager_policy
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.utils import common
+
+from actorq_tf import actor
+from actorq_tf import agents
+from actorq_tf import config
+from actorq_tf import environments
+from actorq_tf import evaluation
+from actorq_tf import launcher
+from actorq_tf import metrics
+from actorq_tf import replay
+from actorq_tf.errors import ActorQError
+
+STOCK_PRECISION = 'stock'
+
+
+def _bound(name: str, default):
+  """A gin binding of the run's config, or the function's default."""
+  try:
+    return gin.query_parameter(name)
+  except ValueError:
+    return default
+
+
+def train_to_target(root_dir: str, seed: int = 0,
+                    max_env_steps: int = 300_000,
+                    max_wall_time_s: float = 3600.0,
+                    continue_after_target_s: float = 0.0,
+                    num_eval_episodes: Optional[int] = None,
+                    log=print) -> Dict:
+  """Trains until the stopping rule is met (and `continue_after_target_s`
+  more) or a budget ends; returns the summary. gin holds the config."""
+  start = time.monotonic()
+  start_wall_time = time.time()
+  tf.random.set_seed(seed)
+  np.random.seed(seed)
+  env = environments.load_environment()
+  agents.check_environment(env)
+  if agents.agent_algorithm() != 'dqn':
+    raise ActorQError('the stock baseline is DQN; the config trains '
+                      f'{agents.agent_algorithm()}')
+  env.seed(seed)
+  eval_envs = [environments.load_environment() for _ in range(
+      num_eval_episodes or _bound('run_evaluator.num_episodes', 10))]
+  eval_seeds = [10**6 + seed * 1000 + i for i in range(len(eval_envs))]
+
+  train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  network = q_network.QNetwork(
+      env.observation_spec(), env.action_spec(),
+      fc_layer_params=tuple(_bound('create_q_network.fc_layer_params',
+                                   (256, 256))))
+  network.create_variables()
+  agent = agents.create_dqn_agent(env, network, train_step)
+  batch_size = _bound('train.batch_size', 64)
+  train_steps_per_env_step = _bound('replay_table.samples_per_insert',
+                                    32.0) / batch_size
+  min_size = _bound('replay_table.min_size_to_sample', 1000)
+  export_interval = _bound('train.export_interval', 250)
+
+  sequence_length = agent.train_sequence_length
+  table = reverb.Table(
+      replay.REPLAY_TABLE, max_size=_bound('replay_table.capacity', 100_000),
+      sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+      rate_limiter=reverb.rate_limiters.MinSize(1))
+  server = reverb.Server([table])
+  replay_buffer = reverb_replay_buffer.ReverbReplayBuffer(
+      agent.collect_data_spec, sequence_length=sequence_length,
+      table_name=replay.REPLAY_TABLE, local_server=server)
+  observer = reverb_utils.ReverbAddTrajectoryObserver(
+      replay_buffer.py_client, replay.REPLAY_TABLE,
+      sequence_length=sequence_length, stride_length=1)
+  dataset = replay_buffer.as_dataset(
+      sample_batch_size=batch_size, num_steps=sequence_length).prefetch(3)
+
+  env_steps = tf.Variable(0, dtype=tf.int64)
+  # Actor 0's schedule (the only actor of a one-actor run): linear from 1.
+  final_epsilon = actor.actor_epsilon(0, 1)
+  decay_steps = max(1, _bound('run_actor.epsilon_decay_steps', 10_000))
+
+  def epsilon():
+    fraction = tf.minimum(tf.cast(env_steps, tf.float32) / decay_steps, 1.0)
+    return 1.0 + fraction * (final_epsilon - 1.0)
+
+  collect_policy = py_tf_eager_policy.PyTFEagerPolicy(
+      epsilon_greedy_policy.EpsilonGreedyPolicy(agent.policy, epsilon=epsilon),
+      use_tf_function=True)
+
+  def count_env_step(trajectory):
+    if not trajectory.is_boundary():
+      env_steps.assign_add(1)
+
+  driver = py_driver.PyDriver(env, collect_policy,
+                              observers=[observer, count_env_step],
+                              max_steps=1)
+  train_fn = common.function(agent.train)
+
+  @tf.function(input_signature=[tf.TensorSpec(
+      [None, *env.observation_spec().shape], tf.float32)])
+  def greedy_actions(observations):
+    return tf.argmax(network(observations)[0], axis=-1)
+
+  rule = evaluation.StoppingRule(
+      'return_fp32', _bound('run_local.target_return', None),
+      _bound('run_local.target_evaluations_in_a_row', 2))
+  results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
+  os.makedirs(os.path.dirname(results_path), exist_ok=True)
+  summary = {'precision': STOCK_PRECISION, 'seed': seed,
+             'start_time': start_wall_time,
+             'stopping_rule': rule.description(),
+             'target_return': rule.target_return,
+             'target_metric': rule.metric, 'target_reached': False,
+             'time_to_target_s': None, 'env_steps_to_target': None,
+             'train_steps_to_target': None, 'post_target_returns': [],
+             'train_steps_per_env_step': train_steps_per_env_step,
+             'gin_files': list(flags.FLAGS.gin_file)}
+  target_time = None
+  owed_train_steps = 0.0
+  iterator = None
+  time_step = env.reset()
+  status = None
+  while status is None:
+    time_step, _ = driver.run(time_step)
+    if int(env_steps) >= min_size:
+      owed_train_steps += train_steps_per_env_step
+    while owed_train_steps >= 1.0:
+      owed_train_steps -= 1.0
+      iterator = iterator or iter(dataset)
+      experience, _ = next(iterator)
+      train_fn(experience)
+      step = int(train_step)
+      if step % export_interval:
+        continue
+      returns = evaluation.greedy_returns(
+          eval_envs, lambda o: greedy_actions(o).numpy(), eval_seeds)
+      result = {'time': time.time(), 'version': step,
+                'return_fp32': float(np.mean(returns)),
+                'returns_fp32': returns, 'env_steps': int(env_steps)}
+      with open(results_path, 'a') as f:
+        f.write(json.dumps(result) + '\n')
+      log(f'[{time.monotonic() - start:6.0f} s] env steps {int(env_steps):,} '
+          f'| train steps {step:,} | eval: {result["return_fp32"]:.1f}')
+      if target_time is not None:
+        summary['post_target_returns'].append([step, result['return_fp32']])
+      elif rule.met_by(result):
+        target_time = time.monotonic()
+        summary.update(
+            target_reached=True,
+            time_to_target_s=round(result['time'] - start_wall_time, 1),
+            env_steps_to_target=int(env_steps), train_steps_to_target=step,
+            target_evaluation={k: result[k] for k in ('version',
+                                                      'return_fp32')})
+    budget = launcher.over_budget(max_env_steps, max_wall_time_s,
+                                  int(env_steps), time.monotonic() - start)
+    if target_time is not None:
+      if budget or (time.monotonic() - target_time >=
+                    continue_after_target_s):
+        status = 'target_reached'
+    elif budget:
+      status = budget
+  observer.close()
+  server.stop()
+  summary.update(status=status, env_steps=int(env_steps),
+                 train_steps=int(train_step),
+                 wall_time_s=round(time.monotonic() - start, 1))
+  metrics.write_json_atomically(
+      os.path.join(root_dir, launcher.SUMMARY_FILE), summary)
+  return summary
+
+
+flags.DEFINE_string('root_dir', None, 'Where results and the summary go.')
+flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'],
+                          'The ActorQ config whose settings the baseline '
+                          'shares.')
+flags.DEFINE_multi_string('gin_bindings', [], 'Gin bindings.')
+flags.DEFINE_integer('seed', 0, 'Seed of TensorFlow, the environment and the '
+                     'evaluation episodes.')
+flags.DEFINE_integer('max_env_steps', 300_000, 'Env step budget.')
+flags.DEFINE_float('max_wall_time_s', 3600, 'Wall-time budget.')
+flags.DEFINE_float('continue_after_target_s', 0, 'Train on this long after '
+                   'the target, to see whether the policy holds.')
+flags.mark_flag_as_required('root_dir')
+
+
+def main(_):
+  config.parse_gin(flags.FLAGS.gin_file, flags.FLAGS.gin_bindings)
+  summary = train_to_target(
+      flags.FLAGS.root_dir, flags.FLAGS.seed, flags.FLAGS.max_env_steps,
+      flags.FLAGS.max_wall_time_s, flags.FLAGS.continue_after_target_s)
+  print(json.dumps(summary, indent=1))
+
+
+if __name__ == '__main__':
+  app.run(main)
