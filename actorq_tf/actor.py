@@ -214,6 +214,7 @@ def run_actor(root_dir: str,
               max_env_steps: int = 0,
               model_pull_interval: int = 0,
               epsilon_decay_steps: int = 10_000,
+              random_action_repeat_exponent: float = 0.0,
               status_interval_s: float = 5.0,
               server_timeout_s: float = 120.0,
               wait_for_first_model_s: float = 0.0,
@@ -236,6 +237,9 @@ def run_actor(root_dir: str,
       variables after every step) and 100 for TFLite models.
     epsilon_decay_steps: discrete actions: env steps over which epsilon
       falls from 1 to this actor's final epsilon.
+    random_action_repeat_exponent: discrete actions: above 1, a random action
+      is held for a zeta-distributed number of steps (see EpsilonGreedy); 0
+      draws one per step.
     status_interval_s: seconds between TensorBoard points and status files.
     server_timeout_s: how long the Reverb server may not answer before the
       actor gives up; meanwhile it keeps its environment and model.
@@ -278,7 +282,8 @@ def run_actor(root_dir: str,
       exploration = EpsilonGreedy(
           environments.check_discrete_actions(env),
           final_epsilon=actor_epsilon(actor_index, num_actors),
-          decay_steps=epsilon_decay_steps, seed=actor_seed)
+          decay_steps=epsilon_decay_steps, seed=actor_seed,
+          repeat_exponent=random_action_repeat_exponent)
     else:
       exploration = GaussianNoise(env.action_spec(),
                                   actor_sigma(actor_index, num_actors),

@@ -189,17 +189,29 @@ class EpsilonGreedy:
   """Epsilon-greedy exploration in the actor's Python, per-actor generator.
 
   Epsilon decays linearly from `initial_epsilon` to `final_epsilon` over
-  `decay_steps` env steps of this actor.
+  `decay_steps` env steps of this actor. With `repeat_exponent` > 1 a random
+  action is held for n steps, n drawn from a zeta distribution of that
+  exponent and capped at `max_repeat` (epsilon-z-greedy, Dabney et al. 2020,
+  "Temporally-extended epsilon-greedy exploration"): a run of one action
+  goes where single random steps cancel out, as MountainCar's valley needs.
   """
 
   def __init__(self, num_actions: int, final_epsilon: float,
                initial_epsilon: float = 1.0, decay_steps: int = 0,
-               seed: int = 0):
+               seed: int = 0, repeat_exponent: float = 0.0,
+               max_repeat: int = 100):
+    if repeat_exponent and repeat_exponent <= 1.0:
+      raise ActorQError('a zeta distribution needs an exponent above 1, '
+                        f'not {repeat_exponent}')
     self._num_actions = num_actions
     self._initial = initial_epsilon
     self._final = final_epsilon
     self._decay_steps = decay_steps
     self._rng = np.random.default_rng(seed)
+    self._repeat_exponent = repeat_exponent
+    self._max_repeat = max_repeat
+    self._repeated_action = 0
+    self._repeats_left = 0
 
   def epsilon(self, step: int) -> float:
     if self._decay_steps <= 0 or step >= self._decay_steps:
@@ -209,10 +221,18 @@ class EpsilonGreedy:
 
   def act(self, greedy_action: Optional[int], step: int) -> int:
     """The greedy action, or with probability epsilon (always before the
-    first model) a uniformly random one."""
-    if greedy_action is None or self._rng.random() < self.epsilon(step):
-      return int(self._rng.integers(self._num_actions))
-    return greedy_action
+    first model) a uniformly random one, held for a while if so set."""
+    if self._repeats_left > 0:
+      self._repeats_left -= 1
+      return self._repeated_action
+    if greedy_action is not None and self._rng.random() >= self.epsilon(step):
+      return greedy_action
+    action = int(self._rng.integers(self._num_actions))
+    if self._repeat_exponent:
+      self._repeated_action = action
+      self._repeats_left = min(int(self._rng.zipf(self._repeat_exponent)),
+                               self._max_repeat) - 1
+    return action
 
   def summary(self, step: int) -> Dict[str, float]:
     return {'epsilon': self.epsilon(step)}

@@ -118,6 +118,32 @@ def test_exploration_follows_the_actor_seed():
   assert 0 <= first.act(None, 10_000) < 4  # random before any model
 
 
+def _run_lengths(actions):
+  lengths, current = [], 1
+  for before, after in zip(actions, actions[1:]):
+    if after == before:
+      current += 1
+    else:
+      lengths.append(current)
+      current = 1
+  return lengths + [current]
+
+
+def test_random_actions_are_held_for_zeta_distributed_runs():
+  single = EpsilonGreedy(10, 1.0, seed=0)
+  held = EpsilonGreedy(10, 1.0, seed=0, repeat_exponent=1.5, max_repeat=50)
+  single_runs = _run_lengths([single.act(None, 0) for _ in range(5000)])
+  held_runs = _run_lengths([held.act(None, 0) for _ in range(5000)])
+  # One draw per step: runs of the same action are rare and short.
+  assert np.mean(single_runs) < 1.2
+  assert np.mean(held_runs) > 3 and max(held_runs) >= 50
+  # With epsilon 0 the greedy action comes, never a held random one.
+  greedy = EpsilonGreedy(10, 0.0, seed=0, repeat_exponent=1.5)
+  assert {greedy.act(7, 0) for _ in range(100)} == {7}
+  with pytest.raises(ActorQError, match='exponent above 1'):
+    EpsilonGreedy(2, 0.1, repeat_exponent=1.0)
+
+
 def test_gaussian_noise_is_scaled_to_the_bounds_and_clipped():
   spec = array_spec.BoundedArraySpec((2,), np.float32, [-2.0, 0.0],
                                      [2.0, 1.0])
