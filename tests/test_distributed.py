@@ -124,7 +124,7 @@ def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
     assert _play_on_the_evaluators_seeds(
         model.greedy_actions) == target['return_int8']
     q_network = networks.policy_network_for(environments.load_environment())
-    tf.train.Checkpoint(policy_network=q_network).restore(os.path.join(
+    tf.train.Checkpoint(policy_network=q_network).read(os.path.join(
         os.path.dirname(summary['model_path']),
         evaluation.KEPT_CHECKPOINT)).assert_existing_objects_matched()
     assert _play_on_the_evaluators_seeds(
