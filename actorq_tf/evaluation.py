@@ -47,9 +47,10 @@ def version_dir(root_dir: str, version: int) -> str:
 def retention(int8_return: float, fp32_return: float):
   """How much of the fp32 network's return the int8 model keeps: 1 is all.
 
-  int8 / fp32 for positive returns; fp32 / int8 when both are negative
-  (Pendulum, Acrobot), so that a worse int8 model scores under 1 either
-  way; None when the signs differ or fp32 is 0.
+  int8 / fp32 for positive fp32 returns (negative when int8 is); fp32 /
+  int8 when both are negative (Pendulum, Acrobot), so that a worse int8
+  model scores under 1 either way; None when fp32 is 0, or negative with
+  int8 not.
   """
   if int8_return is None or fp32_return is None:
     return None
@@ -85,11 +86,20 @@ def greedy_returns(envs, greedy_actions: Callable[[np.ndarray], np.ndarray],
 
 
 def read_results(root_dir: str) -> List[Dict]:
+  """Every evaluation so far; a line cut short by a killed evaluator is
+  left out."""
   try:
     with open(os.path.join(root_dir, RESULTS_FILE)) as f:
-      return [json.loads(line) for line in f if line.strip()]
+      lines = [line for line in f if line.strip()]
   except FileNotFoundError:
     return []
+  results = []
+  for line in lines:
+    try:
+      results.append(json.loads(line))
+    except json.JSONDecodeError:
+      logging.warning('Skipping a damaged line of %s.', RESULTS_FILE)
+  return results
 
 
 class StoppingRule:
@@ -199,8 +209,10 @@ def run_evaluator(root_dir: str,
         return pulled == model_version
       time.sleep(0.1)
 
+  if kept_versions < 1:
+    raise ActorQError(f'kept_versions must be at least 1, not {kept_versions}')
   evaluations = 0
-  unmatched_versions = 0
+  unmatched_versions = set()
   status = {}
   while not should_stop() and not (max_evaluations and
                                    evaluations >= max_evaluations):
@@ -212,22 +224,31 @@ def run_evaluator(root_dir: str,
     except model_channel.SERVER_ERRORS as e:
       logging.warning('Could not pull a model (%s); trying again.',
                       type(e).__name__)
+      puller.forget_sample()
       model = None
     if model is None:
       time.sleep(1.0)
       continue
     if not matched:
-      unmatched_versions += 1
-      logging.warning(
-          'Not evaluating int8 version %d: the fp32 variables are version %d '
-          '(%d version(s) unmatched so far).', model.version,
-          int(version.numpy()), unmatched_versions)
-      puller.forget_sample()
-      status.update(evaluations=evaluations,
-                    unmatched_versions=unmatched_versions)
-      metrics.write_status(root_dir, 'eval', **status)
-      with summary_writer.as_default(step=model.version):
-        tf.summary.scalar('eval/unmatched_versions', unmatched_versions)
+      pulled = int(version.numpy())
+      if model.version not in unmatched_versions:
+        unmatched_versions.add(model.version)
+        logging.warning(
+            'Not evaluating int8 version %d: the fp32 variables are version '
+            '%d (%d version(s) unmatched so far).', model.version, pulled,
+            len(unmatched_versions))
+        status.update(evaluations=evaluations,
+                      unmatched_versions=len(unmatched_versions))
+        metrics.write_status(root_dir, 'eval', **status)
+        with summary_writer.as_default(step=model.version):
+          tf.summary.scalar('eval/unmatched_versions',
+                            len(unmatched_versions))
+      if pulled > model.version:
+        # Its variables are gone for good: wait for a newer model.
+        puller.version = model.version
+      else:
+        puller.forget_sample()  # Its variables may still come.
+        time.sleep(1.0)
       continue
     try:
       int8_model = load_untrusted_model(
@@ -266,7 +287,7 @@ def run_evaluator(root_dir: str,
                  result['return_int8'], result['return_fp32'])
     evaluations += 1
     status.update(
-        evaluations=evaluations, unmatched_versions=unmatched_versions,
+        evaluations=evaluations, unmatched_versions=len(unmatched_versions),
         **{k: v for k, v in result.items() if not k.startswith('returns')})
     metrics.write_status(root_dir, 'eval', **status)
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
@@ -295,3 +316,4 @@ def _keep_version(root_dir: str, model, policy_network, checkpoint,
                     if name.startswith('v') and name[1:].isdigit())
   for old in versions[:-kept_versions]:
     shutil.rmtree(version_dir(root_dir, old), ignore_errors=True)
+    shutil.rmtree(version_dir(root_dir, old) + '.partial', ignore_errors=True)

@@ -133,23 +133,37 @@ class _ResultKeeper:
   it and that scored best: their int8 model, fp32 weights and checkpoint,
   and evaluation, copied from the evaluator's newest versions."""
 
-  def __init__(self, root_dir: str, rule: evaluation.StoppingRule,
-               earlier_results: List[Dict], log):
+  def __init__(self, root_dir: str, rule: evaluation.StoppingRule, log):
     self._root_dir = root_dir
     self.rule = rule
     self._log = log
-    # An earlier launch of a resumed run left its best kept already.
-    self.best = max(earlier_results, key=lambda r: r[rule.metric],
-                    default=None)
+    # What an earlier launch of a resumed run kept as its best.
+    self.best = self._kept_evaluation('best')
     self.target: Optional[Dict] = None
     self.post_target: List[Dict] = []
 
-  def add(self, result: Dict) -> bool:
-    """Takes the next evaluation; True when it completes the rule."""
+  def _kept_evaluation(self, name: str) -> Optional[Dict]:
+    path = self.model_path(name)[:-len('.tflite')] + '.json'
+    try:
+      with open(path) as f:
+        return json.load(f)['evaluation']
+    except (OSError, KeyError, json.JSONDecodeError):
+      return None
+
+  def add_after_stop(self, result: Dict) -> None:
+    """An evaluation that ended after the run stopped: it may be the best,
+    but it neither meets the rule nor follows the target."""
+    self._keep_if_best(result)
+
+  def _keep_if_best(self, result: Dict) -> None:
     metric = self.rule.metric
     if self.best is None or result[metric] > self.best[metric]:
       if self._keep(result, 'best'):
         self.best = result
+
+  def add(self, result: Dict) -> bool:
+    """Takes the next evaluation; True when it completes the rule."""
+    self._keep_if_best(result)
     if self.target is not None:
       self.post_target.append(result)
       return False
@@ -169,21 +183,23 @@ class _ResultKeeper:
     shutil.rmtree(partial, ignore_errors=True)
     try:
       shutil.copytree(source, partial)
+      shutil.rmtree(destination, ignore_errors=True)
+      os.rename(partial, destination)
     except OSError as e:
       self._log(f'WARNING: could not keep evaluated version '
                 f'{result["version"]} as the {name} model ({e}).')
       return False
-    shutil.rmtree(destination, ignore_errors=True)
-    os.rename(partial, destination)
     return True
 
 
 def _evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
   if result is None:
     return None
-  return {k: result[k] for k in ('version', 'return_int8', 'return_fp32',
-                                 'time')} | {
-                                     'episodes': len(result['returns_int8'])}
+  return {'version': result['version'],
+          'return_int8': result['return_int8'],
+          'return_fp32': result['return_fp32'],
+          'time': result.get('time'),
+          'episodes': len(result['returns_int8'])}
 
 
 class _Interrupted:
@@ -239,6 +255,9 @@ def run_local(settings: RunSettings,
   client_args = common_args + ['--replay_server_address', address]
   precision_args = ['--actor_precision', settings.actor_precision]
 
+  # Results of an earlier launch of a resumed run do not end this one.
+  seen_results = len(evaluation.read_results(root_dir))
+  keeper = _ResultKeeper(root_dir, rule, log)
   if meter:
     meter.start()
   energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
@@ -265,10 +284,6 @@ def run_local(settings: RunSettings,
       'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
-  # Results of an earlier launch of a resumed run do not end this one.
-  earlier_results = evaluation.read_results(root_dir)
-  seen_results = len(earlier_results)
-  keeper = _ResultKeeper(root_dir, rule, earlier_results, log)
   status = 'failed'
   error = None
   chaos = random.Random(settings.seed)
@@ -333,11 +348,13 @@ def run_local(settings: RunSettings,
       now = time.monotonic()
       budget = over_budget(settings.max_env_steps, settings.max_wall_time_s,
                            progress['env_steps'], now - start)
-      if interrupted.signal_name:
-        status = f'interrupted ({interrupted.signal_name})'
-      elif target_time is not None:
-        if budget or (now - target_time >= settings.continue_after_target_s):
+      if target_time is not None:
+        # A stop while it trains on after the target cuts only the hold.
+        if interrupted.signal_name or budget or (
+            now - target_time >= settings.continue_after_target_s):
           status = 'target_reached'
+      elif interrupted.signal_name:
+        status = f'interrupted ({interrupted.signal_name})'
       elif budget:
         status = budget
       if status != 'failed' or now >= next_progress:
@@ -356,6 +373,8 @@ def run_local(settings: RunSettings,
 
   progress = _progress(root_dir, settings.num_actors)
   results = evaluation.read_results(root_dir)
+  for result in results[seen_results:]:  # Ended while the roles stopped.
+    keeper.add_after_stop(result)
   kept_name = 'target' if keeper.target else 'best' if keeper.best else None
   kept = keeper.target or keeper.best
   summary.update(

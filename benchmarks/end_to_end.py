@@ -20,10 +20,10 @@ from typing import Dict, List, Optional, Sequence
 
 from actorq_tf import evaluation
 from actorq_tf import launcher
-from benchmarks import stock_dqn
 
 PRECISIONS = ('tf', 'fp32', 'int8')
-STOCK = stock_dqn.STOCK_PRECISION
+# TF-Agents' single-process DQN (benchmarks.stock_dqn), run as a subprocess.
+STOCK = 'stock'
 # Rows of an experiment, in the order they are run and shown.
 ROWS = (STOCK,) + PRECISIONS
 _FINISHED = ('target_reached', 'max_wall_time', 'max_env_steps')

@@ -108,7 +108,10 @@ def kept_model(run_dir: str, env, q_network, episodes: int
   path = os.path.join(run_dir, 'models', 'policy_int8.tflite')
   try:
     with open(os.path.join(run_dir, 'summary.json')) as f:
-      path = json.load(f).get('model_path') or path
+      kept = json.load(f).get('model_path')
+    if kept:  # models/<target or best>/..., wherever the run dir is now
+      path = os.path.join(run_dir, 'models', os.path.basename(
+          os.path.dirname(kept)), os.path.basename(kept))
   except (OSError, json.JSONDecodeError):
     pass
   path = path[:-len('.tflite')]

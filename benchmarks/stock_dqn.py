@@ -50,8 +50,7 @@ from actorq_tf import metrics
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
-
-STOCK_PRECISION = 'stock'
+from benchmarks.end_to_end import STOCK
 
 
 def _bound(name: str, default):
@@ -89,6 +88,9 @@ def train_to_target(root_dir: str, seed: int = 0,
   more) or a budget ends; returns the summary. gin holds the config."""
   start = time.monotonic()
   start_wall_time = time.time()
+  target_return = _bound('run_local.target_return', None)
+  if target_return is None:
+    raise ActorQError('the config binds no run_local.target_return')
   tf.random.set_seed(seed)
   np.random.seed(seed)
   env = environments.load_environment()
@@ -139,7 +141,9 @@ def train_to_target(root_dir: str, seed: int = 0,
       EpsilonGreedy(env.action_spec().maximum + 1,
                     final_epsilon=actor.actor_epsilon(0, 1),
                     decay_steps=_bound('run_actor.epsilon_decay_steps',
-                                       10_000), seed=seed),
+                                       10_000), seed=seed,
+                    repeat_exponent=_bound(
+                        'run_actor.random_action_repeat_exponent', 0.0)),
       lambda: env_steps[0])
 
   def count_env_step(trajectory):
@@ -157,94 +161,105 @@ def train_to_target(root_dir: str, seed: int = 0,
     return tf.argmax(network(observations)[0], axis=-1)
 
   rule = evaluation.StoppingRule(
-      'return_fp32', _bound('run_local.target_return', None),
+      'return_fp32', target_return,
       _bound('run_local.target_evaluations_in_a_row', 2))
   results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
-  summary = {'precision': STOCK_PRECISION, 'seed': seed,
+  summary = {'precision': STOCK, 'seed': seed,
              'start_time': start_wall_time,
              'stopping_rule': rule.description(),
              'target_return': rule.target_return,
              'target_metric': rule.metric, 'target_reached': False,
              'time_to_target_s': None, 'env_steps_to_target': None,
              'train_steps_to_target': None, 'post_target_returns': [],
-             'train_steps_per_env_step': train_steps_per_env_step,
-             'gin_files': list(flags.FLAGS.gin_file)}
+             'train_steps_per_env_step': train_steps_per_env_step}
   target_time = None
   owed_train_steps = 0.0
   iterator = None
   time_step = env.reset()
   status = None
-  while status is None:
-    time_step, _ = driver.run(time_step)
-    if env_steps[0] >= min_size:
-      owed_train_steps += train_steps_per_env_step
-    while owed_train_steps >= 1.0:
-      owed_train_steps -= 1.0
-      iterator = iterator or iter(dataset)
-      experience, _ = next(iterator)
-      train_fn(experience)
-      step = int(train_step)
-      if step % export_interval:
-        continue
-      returns = evaluation.greedy_returns(
-          eval_envs, lambda o: greedy_actions(o).numpy(), eval_seeds)
-      result = {'time': time.time(), 'version': step,
-                'return_fp32': float(np.mean(returns)),
-                'returns_fp32': returns, 'env_steps': env_steps[0]}
-      with open(results_path, 'a') as f:
-        f.write(json.dumps(result) + '\n')
-      log(f'[{time.monotonic() - start:6.0f} s] env steps {env_steps[0]:,} '
-          f'| train steps {step:,} | eval: {result["return_fp32"]:.1f}')
+  error = None
+  try:
+    while status is None:
+      time_step, _ = driver.run(time_step)
+      if env_steps[0] >= min_size:
+        owed_train_steps += train_steps_per_env_step
+      while owed_train_steps >= 1.0:
+        owed_train_steps -= 1.0
+        iterator = iterator or iter(dataset)
+        experience, _ = next(iterator)
+        train_fn(experience)
+        step = int(train_step)
+        if step % export_interval:
+          continue
+        returns = evaluation.greedy_returns(
+            eval_envs, lambda o: greedy_actions(o).numpy(), eval_seeds)
+        result = {'time': time.time(), 'version': step,
+                  'return_fp32': float(np.mean(returns)),
+                  'returns_fp32': returns, 'env_steps': env_steps[0]}
+        with open(results_path, 'a') as f:
+          f.write(json.dumps(result) + '\n')
+        log(f'[{time.monotonic() - start:6.0f} s] env steps {env_steps[0]:,} '
+            f'| train steps {step:,} | eval: {result["return_fp32"]:.1f}')
+        if target_time is not None:
+          summary['post_target_returns'].append([step, result['return_fp32']])
+        elif rule.met_by(result):
+          target_time = time.monotonic()
+          summary.update(
+              target_reached=True,
+              time_to_target_s=round(result['time'] - start_wall_time, 1),
+              env_steps_to_target=env_steps[0], train_steps_to_target=step,
+              target_evaluation={k: result[k] for k in ('version',
+                                                        'return_fp32')})
+      budget = launcher.over_budget(max_env_steps, max_wall_time_s,
+                                    env_steps[0], time.monotonic() - start)
       if target_time is not None:
-        summary['post_target_returns'].append([step, result['return_fp32']])
-      elif rule.met_by(result):
-        target_time = time.monotonic()
-        summary.update(
-            target_reached=True,
-            time_to_target_s=round(result['time'] - start_wall_time, 1),
-            env_steps_to_target=env_steps[0], train_steps_to_target=step,
-            target_evaluation={k: result[k] for k in ('version',
-                                                      'return_fp32')})
-    budget = launcher.over_budget(max_env_steps, max_wall_time_s,
-                                  env_steps[0], time.monotonic() - start)
-    if target_time is not None:
-      if budget or (time.monotonic() - target_time >=
-                    continue_after_target_s):
-        status = 'target_reached'
-    elif budget:
-      status = budget
-  observer.close()
-  server.stop()
-  summary.update(status=status, env_steps=env_steps[0],
+        if budget or (time.monotonic() - target_time >=
+                      continue_after_target_s):
+          status = 'target_reached'
+      elif budget:
+        status = budget
+  except Exception as e:  # pylint: disable=broad-except
+    # As a launcher run does, a failed run leaves a summary that says why.
+    status, error = 'failed', f'{type(e).__name__}: {e}'
+  finally:
+    observer.close()
+    server.stop()
+  summary.update(status=status, error=error, env_steps=env_steps[0],
                  train_steps=int(train_step),
                  wall_time_s=round(time.monotonic() - start, 1))
   metrics.write_json_atomically(
       os.path.join(root_dir, launcher.SUMMARY_FILE), summary)
+  if error:
+    raise ActorQError(f'the stock baseline failed: {error}')
   return summary
 
 
-flags.DEFINE_string('root_dir', None, 'Where results and the summary go.')
-flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'],
-                          'The ActorQ config whose settings the baseline '
-                          'shares.')
-flags.DEFINE_multi_string('gin_bindings', [], 'Gin bindings.')
-flags.DEFINE_integer('seed', 0, 'Seed of TensorFlow, the environment and the '
-                     'evaluation episodes.')
-flags.DEFINE_integer('max_env_steps', 300_000, 'Env step budget.')
-flags.DEFINE_float('max_wall_time_s', 3600, 'Wall-time budget.')
-flags.DEFINE_float('continue_after_target_s', 0, 'Train on this long after '
-                   'the target, to see whether the policy holds.')
-flags.mark_flag_as_required('root_dir')
-
-
 def main(_):
-  config.parse_gin(flags.FLAGS.gin_file, flags.FLAGS.gin_bindings)
+  flags_ = flags.FLAGS
+  config.parse_gin(flags_.gin_file, flags_.gin_bindings)
   summary = train_to_target(
-      flags.FLAGS.root_dir, flags.FLAGS.seed, flags.FLAGS.max_env_steps,
-      flags.FLAGS.max_wall_time_s, flags.FLAGS.continue_after_target_s)
+      flags_.root_dir, flags_.seed, flags_.max_env_steps,
+      flags_.max_wall_time_s, flags_.continue_after_target_s)
   print(json.dumps(summary, indent=1))
 
 
+def _define_flags():
+  flags.DEFINE_string('root_dir', None, 'Where results and the summary go.')
+  flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'],
+                            'The ActorQ config whose settings the baseline '
+                            'shares.')
+  flags.DEFINE_multi_string('gin_bindings', [], 'Gin bindings.')
+  flags.DEFINE_integer('seed', 0, 'Seed of TensorFlow, the environment and '
+                       'the evaluation episodes.')
+  flags.DEFINE_integer('max_env_steps', 300_000, 'Env step budget.')
+  flags.DEFINE_float('max_wall_time_s', 3600, 'Wall-time budget.')
+  flags.DEFINE_float('continue_after_target_s', 0, 'Train on this long after '
+                     'the target, to see whether the policy holds.')
+  flags.mark_flag_as_required('root_dir')
+
+
 if __name__ == '__main__':
+  # Flags only when run: the report imports this module for its name.
+  _define_flags()
   app.run(main)

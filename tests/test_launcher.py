@@ -89,8 +89,7 @@ def _evaluated(root_dir, version, return_int8):
 def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   root_dir = str(tmp_path)
   keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
-      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2),
-      earlier_results=[], log=print)
+      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2), log=print)
   met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
          in ((1000, 20.0), (2000, 500.0), (3000, 30.0), (4000, 480.0),
              (5000, 476.0), (6000, 10.0), (7000, 499.0))]
@@ -102,3 +101,7 @@ def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
     assert f.read() == 'model 5000'
   with open(keeper.model_path('best')) as f:
     assert f.read() == 'model 2000'
+  # Ended after the stop: kept if best, never a target or a later result.
+  keeper.add_after_stop(_evaluated(root_dir, 8000, 500.0))
+  keeper.add_after_stop(_evaluated(root_dir, 9000, 600.0))
+  assert keeper.best['version'] == 9000 and len(keeper.post_target) == 2
