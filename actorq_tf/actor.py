@@ -270,10 +270,14 @@ def run_actor(root_dir: str,
   # The watchdog ends the process if it is not stopped: it must not outlive
   # an actor that raised in the caller's process (benchmarks, tests).
   try:
+    sequence_length = replay.sequence_length_of(client)
     experience_writer = replay.ExperienceWriter(
-        client, replay.sequence_length_of(client), give_up_s=server_timeout_s,
+        client, sequence_length, give_up_s=server_timeout_s,
         on_server_answer=watchdog.beat,
-        pad_episode_ends=agents.agent_algorithm() == 'd4pg')
+        # n-step items (DQN's n_step_update, D4PG's n_step): without padding
+        # the last n - 1 steps of each episode, those before its end, would
+        # never start an item.
+        pad_episode_ends=sequence_length > 2)
     if precision == 'tf':
       policy = TFActorPolicy(server_address, env)
     else:

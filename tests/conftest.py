@@ -16,9 +16,6 @@ TEST_BINDINGS = (
     'replay_table.min_size_to_sample = 100',
     'replay_table.samples_per_insert_tolerance = 100.0',
     'create_q_network.fc_layer_params = (64, 64)',
-    # One-step items, whose counts the tests know; launcher runs use the
-    # config's 3-step returns.
-    'create_dqn_agent.n_step_update = 1',
 )
 
 
