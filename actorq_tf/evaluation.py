@@ -300,17 +300,18 @@ def _keep_version(root_dir: str, model, policy_network, checkpoint,
                   result: Dict, kept_versions: int) -> None:
   """Writes the evaluated version's int8 model, fp32 weights and fp32
   checkpoint to its directory; removes all but the newest `kept_versions`."""
-  directory = version_dir(root_dir, model.version)
-  partial = directory + '.partial'
-  shutil.rmtree(partial, ignore_errors=True)
-  os.makedirs(partial)
-  export.save_model_files(
-      os.path.join(partial, KEPT_MODEL), model.model_bytes, model.normalizer,
-      policy_network.get_weights(), version=model.version, precision='int8',
-      evaluation={k: v for k, v in result.items() if k != 'time'})
-  checkpoint.write(os.path.join(partial, KEPT_CHECKPOINT))
-  shutil.rmtree(directory, ignore_errors=True)
-  os.rename(partial, directory)
+
+  def fill(directory):
+    os.makedirs(directory)
+    export.save_model_files(
+        os.path.join(directory, KEPT_MODEL), model.model_bytes,
+        model.normalizer, policy_network.get_weights(),
+        version=model.version, precision='int8',
+        evaluation={k: v for k, v in result.items() if k != 'time'})
+    checkpoint.write(os.path.join(directory, KEPT_CHECKPOINT))
+
+  metrics.write_directory_atomically(version_dir(root_dir, model.version),
+                                     fill)
   parent = os.path.join(root_dir, VERSIONS_DIR)
   versions = sorted(int(name[1:]) for name in os.listdir(parent)
                     if name.startswith('v') and name[1:].isdigit())

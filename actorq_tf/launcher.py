@@ -178,13 +178,10 @@ class _ResultKeeper:
 
   def _keep(self, result: Dict, name: str) -> bool:
     source = evaluation.version_dir(self._root_dir, result['version'])
-    destination = os.path.join(self._root_dir, KEPT_MODELS_DIR, name)
-    partial = destination + '.partial'
-    shutil.rmtree(partial, ignore_errors=True)
     try:
-      shutil.copytree(source, partial)
-      shutil.rmtree(destination, ignore_errors=True)
-      os.rename(partial, destination)
+      metrics.write_directory_atomically(
+          os.path.join(self._root_dir, KEPT_MODELS_DIR, name),
+          lambda destination: shutil.copytree(source, destination))
     except OSError as e:
       self._log(f'WARNING: could not keep evaluated version '
                 f'{result["version"]} as the {name} model ({e}).')

@@ -1,12 +1,14 @@
-"""Run-time figures: TensorBoard writers and the status files roles share.
+"""Run-time figures: TensorBoard writers, the status files roles share, and
+files and directories replaced whole.
 
 Each role rewrites `root_dir/status/<role>.json` every few seconds; the local
 launcher reads them to print progress and decide when to stop.
 """
 import json
 import os
+import shutil
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 import tensorflow as tf
 
@@ -30,6 +32,17 @@ def write_json_atomically(path: str, data: Dict[str, Any]) -> None:
   with open(path + '.tmp', 'w') as f:
     json.dump(data, f, indent=1, sort_keys=True)
   os.replace(path + '.tmp', path)
+
+
+def write_directory_atomically(path: str, fill: Callable[[str], None]
+                              ) -> None:
+  """Replaces directory `path` with one that `fill(new_path)` creates
+  (`new_path` does not exist yet), so that no reader sees it half written."""
+  partial = path + '.partial'
+  shutil.rmtree(partial, ignore_errors=True)
+  fill(partial)
+  shutil.rmtree(path, ignore_errors=True)
+  os.rename(partial, path)
 
 
 def write_status(root_dir: str, role: str, **figures) -> None:

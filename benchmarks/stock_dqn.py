@@ -21,6 +21,7 @@ Writes `summary.json` (the launcher's keys for time and env steps to target,
 post-target returns and the stopping rule) and `eval/results.jsonl` in
 --root_dir.
 """
+import inspect
 import json
 import os
 import time
@@ -46,19 +47,24 @@ from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import launcher
+from actorq_tf import learner
 from actorq_tf import metrics
+from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
 from actorq_tf.tflite_policy import EpsilonGreedy
 from benchmarks.end_to_end import STOCK
 
 
-def _bound(name: str, default):
-  """A gin binding of the run's config, or the function's default."""
+def _bound(configurable, parameter: str):
+  """`parameter` of a gin-configurable function as the run's config binds
+  it, else the function's own default (None if it has none)."""
   try:
-    return gin.query_parameter(name)
+    return gin.query_parameter(f'{configurable.__name__}.{parameter}')
   except ValueError:
-    return default
+    default = inspect.signature(configurable).parameters[parameter].default
+    return None if default in (inspect.Parameter.empty, gin.REQUIRED) \
+        else default
 
 
 class _EpsilonGreedy(py_policy.PyPolicy):
@@ -88,7 +94,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   more) or a budget ends; returns the summary. gin holds the config."""
   start = time.monotonic()
   start_wall_time = time.time()
-  target_return = _bound('run_local.target_return', None)
+  target_return = _bound(launcher.run_local, 'target_return')
   if target_return is None:
     raise ActorQError('the config binds no run_local.target_return')
   tf.random.set_seed(seed)
@@ -100,25 +106,25 @@ def train_to_target(root_dir: str, seed: int = 0,
                       f'{agents.agent_algorithm()}')
   env.seed(seed)
   eval_envs = [environments.load_environment() for _ in range(
-      num_eval_episodes or _bound('run_evaluator.num_episodes', 10))]
+      num_eval_episodes or _bound(evaluation.run_evaluator, 'num_episodes'))]
   eval_seeds = [10**6 + seed * 1000 + i for i in range(len(eval_envs))]
 
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   network = q_network.QNetwork(
       env.observation_spec(), env.action_spec(),
-      fc_layer_params=tuple(_bound('create_q_network.fc_layer_params',
-                                   (256, 256))))
+      fc_layer_params=tuple(_bound(networks.create_q_network,
+                                   'fc_layer_params')))
   network.create_variables()
   agent = agents.create_dqn_agent(env, network, train_step)
-  batch_size = _bound('train.batch_size', 64)
-  train_steps_per_env_step = _bound('replay_table.samples_per_insert',
-                                    32.0) / batch_size
-  min_size = _bound('replay_table.min_size_to_sample', 1000)
-  export_interval = _bound('train.export_interval', 250)
+  batch_size = _bound(learner.train, 'batch_size')
+  train_steps_per_env_step = _bound(replay.replay_table,
+                                    'samples_per_insert') / batch_size
+  min_size = _bound(replay.replay_table, 'min_size_to_sample')
+  export_interval = _bound(learner.train, 'export_interval')
 
   sequence_length = agent.train_sequence_length
   table = reverb.Table(
-      replay.REPLAY_TABLE, max_size=_bound('replay_table.capacity', 100_000),
+      replay.REPLAY_TABLE, max_size=_bound(replay.replay_table, 'capacity'),
       sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
       rate_limiter=reverb.rate_limiters.MinSize(1))
   server = reverb.Server([table])
@@ -140,10 +146,10 @@ def train_to_target(root_dir: str, seed: int = 0,
       py_tf_eager_policy.PyTFEagerPolicy(agent.policy, use_tf_function=True),
       EpsilonGreedy(env.action_spec().maximum + 1,
                     final_epsilon=actor.actor_epsilon(0, 1),
-                    decay_steps=_bound('run_actor.epsilon_decay_steps',
-                                       10_000), seed=seed,
+                    decay_steps=_bound(actor.run_actor,
+                                       'epsilon_decay_steps'), seed=seed,
                     repeat_exponent=_bound(
-                        'run_actor.random_action_repeat_exponent', 0.0)),
+                        actor.run_actor, 'random_action_repeat_exponent')),
       lambda: env_steps[0])
 
   def count_env_step(trajectory):
@@ -162,7 +168,7 @@ def train_to_target(root_dir: str, seed: int = 0,
 
   rule = evaluation.StoppingRule(
       'return_fp32', target_return,
-      _bound('run_local.target_evaluations_in_a_row', 2))
+      _bound(launcher.run_local, 'target_evaluations_in_a_row'))
   results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,
