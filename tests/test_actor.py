@@ -74,14 +74,20 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   env = environments.load_environment()
   agent = agents.create_dqn_agent(env, networks.policy_network_for(env),
                                   tf.Variable(0, dtype=tf.int64))
-  dataset = replay.replay_dataset(agent.collect_data_spec, 2, reverb_server,
-                                  batch_size=16, rate_limiter_timeout_ms=5000)
+  length = agent.train_sequence_length  # n-step windows: n + 1 steps
+  assert length > 2
+  dataset = replay.replay_dataset(agent.collect_data_spec, length,
+                                  reverb_server, batch_size=16,
+                                  rate_limiter_timeout_ms=5000)
   experience = next(iter(dataset))
-  assert experience.observation.shape == (16, 2, 4)
-  assert experience.action.shape == (16, 2)
-  # An item starts a new episode only after the last step of the previous.
-  first, second = (experience.step_type[:, i].numpy() for i in (0, 1))
-  np.testing.assert_array_equal(second == 0, first == 2)
+  assert experience.observation.shape == (16, length, 4)
+  assert experience.action.shape == (16, length)
+  # A window never crosses into the next episode: after an episode's last
+  # step come only its padding copies.
+  step_types = experience.step_type.numpy()
+  assert not (step_types[:, 1:] == StepType.FIRST).any()
+  after_last = np.maximum.accumulate(step_types == StepType.LAST, axis=1)
+  np.testing.assert_array_equal(step_types[after_last], StepType.LAST)
   loss = agent.train(experience).loss
   assert np.isfinite(loss.numpy())
 
