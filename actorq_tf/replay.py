@@ -242,9 +242,9 @@ class ExperienceWriter:
       observation also goes to the recent-observations table.
     pad_episode_ends: also write the windows that start in an episode's
       last sequence_length - 2 steps, padded with copies of the episode's
-      boundary step. D4PG's n-step targets stop at the first boundary; without
-      these windows the last n - 1 states of every episode are never trained
-      on. Off for DQN, whose TF-Agents n-step loss does not expect them.
+      boundary step. n-step targets (D4PG's, and TF-Agents' DQN loss) stop
+      at the episode's terminal discount; without these windows the last
+      n - 1 states of every episode are never trained on.
   """
 
   def __init__(self, client: reverb.Client, sequence_length: int,

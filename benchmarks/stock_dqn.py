@@ -231,6 +231,9 @@ def train_to_target(root_dir: str, seed: int = 0,
           status = 'target_reached'
       elif budget:
         status = budget
+  except KeyboardInterrupt:
+    # As the launcher does on Ctrl-C: the summary says the run was cut short.
+    status = 'interrupted (SIGINT)'
   except Exception as e:  # pylint: disable=broad-except
     # As a launcher run does, a failed run leaves a summary that says why.
     status, error = 'failed', f'{type(e).__name__}: {e}'
