@@ -50,12 +50,19 @@ def test_actor_runs_the_published_model_and_fills_replay(
 
 
 def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
-  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=100)
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
   status = metrics.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 0
-  assert status['steps_without_model'] == 100
+  assert status['steps_without_model'] == 300
   assert status['model_share'] == 0.0
   assert _replay_size(reverb_server) > 50
+  # Uniformly random: both of CartPole's actions, neither one dominating.
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
+      rate_limiter_timeout_ms=10_000)
+  actions = np.array([sample.data.action[0] for sample in
+                      dataset.take(200).as_numpy_iterator()])
+  assert 0.25 < np.mean(actions == 1) < 0.75
 
 
 def test_an_actor_that_waits_for_a_model_fails_when_none_comes(
