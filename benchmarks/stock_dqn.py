@@ -178,6 +178,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,
+             'code_version': launcher.code_version(),
              'start_time': start_wall_time,
              'stopping_rule': rule.description(),
              'target_return': rule.target_return,
