@@ -28,7 +28,7 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import load_untrusted_model
+from actorq_tf.interpreter import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 RESULTS_FILE = os.path.join('eval', 'results.jsonl')

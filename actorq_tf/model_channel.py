@@ -18,7 +18,7 @@ import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.normalization import ObservationNormalizer
 
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'

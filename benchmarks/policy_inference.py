@@ -13,19 +13,17 @@ environment.
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
 import tempfile
-import time
 
 from absl import app
 from absl import flags
 import numpy as np
-import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
 common.define_flags('d4pg_walker_stand.gin')

@@ -15,7 +15,7 @@ from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import networks
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
 from helpers import start_launcher

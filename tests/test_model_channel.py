@@ -6,7 +6,7 @@ import pytest
 
 from actorq_tf import model_channel
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.normalization import ObservationNormalizer
 
 
 def _model(version, payload=b'model'):
