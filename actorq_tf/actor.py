@@ -31,6 +31,7 @@ from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import TFLiteModel
 from actorq_tf.interpreter import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
@@ -327,7 +328,7 @@ def run_actor(root_dir: str,
           if server_lost:
             logging.info('The Reverb server answers again.')
             server_lost = False
-        except model_channel.SERVER_ERRORS as e:
+        except SERVER_ERRORS as e:
           if not server_lost:
             logging.warning('Could not pull a model (%s); keeping version %d '
                             'and collecting.', type(e).__name__,

@@ -18,13 +18,12 @@ import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.normalization import ObservationNormalizer
 
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'
 VERSION_KEY = 'version'
-# What Reverb calls raise when the server does not answer in time.
-SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
 # The largest model one Reverb item carries here: 1.1 GB went through a local
