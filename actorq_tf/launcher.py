@@ -443,8 +443,7 @@ def code_version() -> str:
     described = subprocess.run(
         ['git', '-C', PROJECT_ROOT, 'describe', '--always', '--dirty',
          '--abbrev=12', '--exclude=*'], capture_output=True, text=True,
-        timeout=10,
-        check=True).stdout.strip()
+        timeout=10, check=True).stdout.strip()
     if described:
       return f'git {described}'
   except (OSError, subprocess.SubprocessError):
@@ -490,14 +489,13 @@ def _claim_run_directory(settings: RunSettings) -> List[Dict]:
   if earlier is None and os.path.isdir(root_dir) and os.listdir(root_dir):
     raise ActorQError(f'{root_dir} is not empty and holds no ActorQ run; '
                       'choose another --root_dir')
-  if earlier is not None and any(earlier.get(k) != identity[k]
-                                 for k in identity):
-    differences = ', '.join(k for k in identity if earlier.get(k) !=
-                            identity[k])
+  differences = [k for k in identity
+                 if earlier is not None and earlier.get(k) != identity[k]]
+  if differences:
     raise ActorQError(f'{root_dir} holds an unfinished run of another '
-                      f'config (its {differences} differ); resume it with '
-                      'the same flags and gin files, or choose another '
-                      '--root_dir')
+                      f'config (its {", ".join(differences)} differ); resume '
+                      'it with the same flags and gin files, or choose '
+                      'another --root_dir')
   os.makedirs(os.path.join(root_dir, 'logs'), exist_ok=True)
   with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
     f.write(identity['gin_config'])
