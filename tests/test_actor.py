@@ -118,12 +118,8 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
 
 
 def _insert_model(client, model, digest=None):
-  client.insert(
-      [np.int64(model.version), np.array(model.precision.encode(), object),
-       np.array((digest or model.sha256).encode(), object),
-       np.array(model.model_bytes, object), model.normalizer.shift,
-       model.normalizer.scale],
-      priorities={model_channel.model_table_name('int8'): 1.0})
+  client.insert(model.columns(claimed_sha256=digest),
+                priorities={model_channel.model_table_name('int8'): 1.0})
 
 
 def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
