@@ -25,15 +25,15 @@ from tf_agents.trajectories.time_step import StepType
 from actorq_tf import PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
+from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import EpsilonGreedy
-from actorq_tf.tflite_policy import GaussianNoise
-from actorq_tf.tflite_policy import TFLiteModel
-from actorq_tf.tflite_policy import load_untrusted_model
+from actorq_tf.errors import SERVER_ERRORS
+from actorq_tf.interpreter import TFLiteModel
+from actorq_tf.interpreter import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 
@@ -42,28 +42,6 @@ _MID = np.asarray(StepType.MID, np.int32)
 _LAST = np.asarray(StepType.LAST, np.int32)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
-
-
-@gin.configurable
-def actor_epsilon(actor_index: int, num_actors: int,
-                  base_epsilon: float = 0.05, alpha: float = 3.0) -> float:
-  """Ape-X's spread: actor i explores with base**(1 + alpha * i / (N - 1))."""
-  if num_actors <= 1:
-    return base_epsilon
-  return base_epsilon ** (1 + alpha * actor_index / (num_actors - 1))
-
-
-@gin.configurable
-def actor_sigma(actor_index: int, num_actors: int, sigma: float = 0.3,
-                spread: float = 2.0) -> float:
-  """Exploration noise of actor i: ActorQ spreads it across actors.
-
-  With N > 1 actors the sigmas are spaced geometrically from sigma * spread
-  (actor 0) to sigma / spread (actor N - 1); one actor uses `sigma`.
-  """
-  if num_actors <= 1 or spread == 1.0:
-    return sigma
-  return sigma * spread ** (1.0 - 2.0 * actor_index / (num_actors - 1))
 
 
 class TFLiteActorPolicy:
@@ -283,15 +261,15 @@ def run_actor(root_dir: str,
     else:
       policy = TFLiteActorPolicy(client, precision, env, seed=actor_seed)
     if environments.is_discrete(env):
-      exploration = EpsilonGreedy(
+      explorer = exploration.EpsilonGreedy(
           environments.check_discrete_actions(env),
-          final_epsilon=actor_epsilon(actor_index, num_actors),
+          final_epsilon=exploration.actor_epsilon(actor_index, num_actors),
           decay_steps=epsilon_decay_steps, seed=actor_seed,
           repeat_exponent=random_action_repeat_exponent)
     else:
-      exploration = GaussianNoise(env.action_spec(),
-                                  actor_sigma(actor_index, num_actors),
-                                  seed=actor_seed)
+      explorer = exploration.GaussianNoise(
+          env.action_spec(), exploration.actor_sigma(actor_index, num_actors),
+          seed=actor_seed)
 
     role = f'actor_{actor_index}'
     summary_writer = metrics.summary_writer(root_dir, role)
@@ -350,7 +328,7 @@ def run_actor(root_dir: str,
           if server_lost:
             logging.info('The Reverb server answers again.')
             server_lost = False
-        except model_channel.SERVER_ERRORS as e:
+        except SERVER_ERRORS as e:
           if not server_lost:
             logging.warning('Could not pull a model (%s); keeping version %d '
                             'and collecting.', type(e).__name__,
@@ -362,7 +340,7 @@ def run_actor(root_dir: str,
       greedy_action = policy.greedy_action(observation)
       if greedy_action is None:
         steps_without_model += 1
-      action = np.asarray(exploration.act(greedy_action, steps), action_dtype)
+      action = np.asarray(explorer.act(greedy_action, steps), action_dtype)
       env_start = time.perf_counter()
       next_observation, reward, discount, last = stepper.step(action)
       replay_start = time.perf_counter()
@@ -416,7 +394,7 @@ def run_actor(root_dir: str,
             tf.summary.scalar(f'actor/time_share/{name}', share)
           if status['last_refusal']:
             tf.summary.text('actor/last_refusal', status['last_refusal'])
-          for name, value in exploration.summary(steps).items():
+          for name, value in explorer.summary(steps).items():
             tf.summary.scalar(f'actor/{name}', value)
           if mean_return is not None:
             tf.summary.scalar('actor/episode_return', mean_return)

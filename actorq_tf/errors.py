@@ -1,4 +1,9 @@
-"""The one exception type that reaches the user as a one-line message."""
+"""The one exception type that reaches the user as a one-line message, and
+the errors of a Reverb server that does not answer."""
+import reverb
+
+# What Reverb calls raise when the server does not answer in time.
+SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
 class ActorQError(Exception):

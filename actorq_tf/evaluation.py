@@ -28,7 +28,8 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import load_untrusted_model
+from actorq_tf.errors import SERVER_ERRORS
+from actorq_tf.interpreter import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
 RESULTS_FILE = os.path.join('eval', 'results.jsonl')
@@ -221,7 +222,7 @@ def run_evaluator(root_dir: str,
     try:
       model = puller.pull_newer()
       matched = model is not None and variables_of(model.version)
-    except model_channel.SERVER_ERRORS as e:
+    except SERVER_ERRORS as e:
       logging.warning('Could not pull a model (%s); trying again.',
                       type(e).__name__)
       puller.forget_sample()

@@ -23,8 +23,8 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.normalization import ObservationNormalizer
+from actorq_tf.interpreter import TFLiteModel
 
 
 def _network_outputs(policy_network: network_lib.Network, normalized):

@@ -9,6 +9,7 @@ A run directory without a summary is resumed by the same command.
 """
 import dataclasses
 import functools
+import importlib.metadata
 import json
 import os
 import random
@@ -273,6 +274,7 @@ def run_local(settings: RunSettings,
       'train_steps_to_target': None,
       'num_actors': settings.num_actors,
       'seed': settings.seed,
+      'code_version': code_version(),
       'start_time': start_wall_time,
       'gin_files': list(settings.gin_files),
       'gin_bindings': list(settings.gin_bindings),
@@ -433,6 +435,25 @@ def _resumable(summary: Dict) -> bool:
   return status == 'failed' or status.startswith('interrupted')
 
 
+@functools.lru_cache(maxsize=None)
+def code_version() -> str:
+  """The git commit of the code that runs (with '-dirty' for uncommitted
+  changes), or the installed package's version outside a git checkout."""
+  try:
+    described = subprocess.run(
+        ['git', '-C', PROJECT_ROOT, 'describe', '--always', '--dirty',
+         '--abbrev=12', '--exclude=*'], capture_output=True, text=True,
+        timeout=10, check=True).stdout.strip()
+    if described:
+      return f'git {described}'
+  except (OSError, subprocess.SubprocessError):
+    pass
+  try:
+    return f'actorq-tf {importlib.metadata.version("actorq-tf")}'
+  except importlib.metadata.PackageNotFoundError:
+    return 'unknown'
+
+
 def _claim_run_directory(settings: RunSettings) -> List[Dict]:
   """Makes root_dir this run's; returns the summaries of earlier launches
   of an unfinished (interrupted or failed) run there, which it resumes.
@@ -468,17 +489,19 @@ def _claim_run_directory(settings: RunSettings) -> List[Dict]:
   if earlier is None and os.path.isdir(root_dir) and os.listdir(root_dir):
     raise ActorQError(f'{root_dir} is not empty and holds no ActorQ run; '
                       'choose another --root_dir')
-  if earlier is not None and earlier != identity:
-    differences = ', '.join(k for k in identity if earlier.get(k) !=
-                            identity[k])
+  differences = [k for k in identity
+                 if earlier is not None and earlier.get(k) != identity[k]]
+  if differences:
     raise ActorQError(f'{root_dir} holds an unfinished run of another '
-                      f'config (its {differences} differ); resume it with '
-                      'the same flags and gin files, or choose another '
-                      '--root_dir')
+                      f'config (its {", ".join(differences)} differ); resume '
+                      'it with the same flags and gin files, or choose '
+                      'another --root_dir')
   os.makedirs(os.path.join(root_dir, 'logs'), exist_ok=True)
   with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
     f.write(identity['gin_config'])
-  metrics.write_json_atomically(identity_path, identity)
+  # The code may change between launches of one run: not part of identity.
+  metrics.write_json_atomically(identity_path,
+                                dict(identity, code_version=code_version()))
   if earlier_launches:
     # Running again: the directory must not look finished meanwhile.
     os.remove(summary_path)

@@ -23,6 +23,7 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.watchdog import ProgressWatchdog
 
 
@@ -90,7 +91,7 @@ def train(root_dir: str,
   def publish(results, weights):
     try:
       publisher.publish_exports(results, weights)
-    except model_channel.SERVER_ERRORS as e:
+    except SERVER_ERRORS as e:
       logging.warning('Could not publish version %d (%s); the next export '
                       'will try again.', results[0].version, e)
       return
@@ -293,7 +294,7 @@ def _replay_figures(client: reverb.Client) -> dict:
   try:
     return replay.rate_figures(
         client.server_info(timeout=5)[replay.REPLAY_TABLE])
-  except model_channel.SERVER_ERRORS:
+  except SERVER_ERRORS:
     return {}
 
 
@@ -301,7 +302,7 @@ def _check_server(client: reverb.Client, timeout_s: float,
                   waiting_since: float) -> None:
   try:
     client.server_info(timeout=5)
-  except model_channel.SERVER_ERRORS as e:
+  except SERVER_ERRORS as e:
     if time.monotonic() - waiting_since > timeout_s:
       raise ActorQError(f'lost the Reverb server at {client.server_address}: '
                         f'no answer for {timeout_s:g} s') from e

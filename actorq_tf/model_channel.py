@@ -8,7 +8,7 @@ Actors keep the version they run and never step back to an older one.
 import dataclasses
 import hashlib
 import time
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -18,13 +18,12 @@ import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.errors import SERVER_ERRORS
+from actorq_tf.normalization import ObservationNormalizer
 
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'
 VERSION_KEY = 'version'
-# What Reverb calls raise when the server does not answer in time.
-SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
 # The largest model one Reverb item carries here: 1.1 GB went through a local
@@ -57,13 +56,8 @@ def _newest_only_table(name: str, signature) -> reverb.Table:
 
 
 def model_table(precision: str, observation_shape) -> reverb.Table:
-  signature = (tf.TensorSpec([], tf.int64, 'version'),
-               tf.TensorSpec([], tf.string, 'precision'),
-               tf.TensorSpec([], tf.string, 'sha256'),
-               tf.TensorSpec([], tf.string, 'model'),
-               tf.TensorSpec(observation_shape, tf.float32, 'shift'),
-               tf.TensorSpec(observation_shape, tf.float32, 'scale'))
-  return _newest_only_table(model_table_name(precision), signature)
+  return _newest_only_table(model_table_name(precision),
+                            PublishedModel.signature(observation_shape))
 
 
 def variables_table(variables) -> reverb.Table:
@@ -74,6 +68,12 @@ def variables_table(variables) -> reverb.Table:
 
 @dataclasses.dataclass(frozen=True)
 class PublishedModel:
+  """One model update on the wire: a row of its precision's table.
+
+  The row is (version, precision, SHA-256, model bytes, normalizer shift,
+  normalizer scale); `signature`, `columns` and `from_columns` are the only
+  places that know it.
+  """
   version: int
   precision: str
   model_bytes: bytes
@@ -81,14 +81,41 @@ class PublishedModel:
 
   @property
   def sha256(self) -> str:
-    return _digest(self.model_bytes, self.normalizer)
+    """Covers the bytes and the normalizer: both decide the actions."""
+    digest = hashlib.sha256(self.model_bytes)
+    for values in (self.normalizer.shift, self.normalizer.scale):
+      digest.update(np.ascontiguousarray(values, np.float32).tobytes())
+    return digest.hexdigest()
 
+  @staticmethod
+  def signature(observation_shape) -> Tuple[tf.TensorSpec, ...]:
+    return (tf.TensorSpec([], tf.int64, 'version'),
+            tf.TensorSpec([], tf.string, 'precision'),
+            tf.TensorSpec([], tf.string, 'sha256'),
+            tf.TensorSpec([], tf.string, 'model'),
+            tf.TensorSpec(observation_shape, tf.float32, 'shift'),
+            tf.TensorSpec(observation_shape, tf.float32, 'scale'))
 
-def _digest(model_bytes: bytes, normalizer: ObservationNormalizer) -> str:
-  digest = hashlib.sha256(model_bytes)
-  digest.update(np.ascontiguousarray(normalizer.shift, np.float32).tobytes())
-  digest.update(np.ascontiguousarray(normalizer.scale, np.float32).tobytes())
-  return digest.hexdigest()
+  def columns(self, claimed_sha256: Optional[str] = None) -> List[np.ndarray]:
+    """The row to insert. It claims this model's checksum unless told
+    otherwise (a tampered row claims another's)."""
+    return [np.int64(self.version),
+            np.array(self.precision.encode(), dtype=object),
+            np.array((claimed_sha256 or self.sha256).encode(), dtype=object),
+            np.array(self.model_bytes, dtype=object),
+            self.normalizer.shift.astype(np.float32),
+            self.normalizer.scale.astype(np.float32)]
+
+  @classmethod
+  def from_columns(cls, columns: Sequence[np.ndarray]
+                  ) -> Tuple['PublishedModel', str]:
+    """The model a row holds, and the checksum the row claims for it."""
+    version, precision, claimed, model_bytes, shift, scale = columns
+    return cls(int(version), bytes(precision).decode(errors='replace'),
+               bytes(model_bytes),
+               ObservationNormalizer(shift.astype(np.float32),
+                                     scale.astype(np.float32))
+              ), bytes(claimed).decode(errors='replace')
 
 
 def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
@@ -135,13 +162,7 @@ class ModelPublisher:
   def publish(self, model: PublishedModel) -> None:
     check_model_size(model.precision, len(model.model_bytes))
     self._client.insert(
-        [np.int64(model.version),
-         np.array(model.precision.encode(), dtype=object),
-         np.array(model.sha256.encode(), dtype=object),
-         np.array(model.model_bytes, dtype=object),
-         model.normalizer.shift.astype(np.float32),
-         model.normalizer.scale.astype(np.float32)],
-        priorities={model_table_name(model.precision): 1.0})
+        model.columns(), priorities={model_table_name(model.precision): 1.0})
 
 
 class ModelPuller:
@@ -214,15 +235,12 @@ class ModelPuller:
     self._sampled_at_inserts = inserts
     self._sampled_at_time = time.monotonic()
     # Each column holds the one step that `insert` wrote.
-    columns = [np.asarray(column)[0] for column in sample.data]
-    version = int(columns[0])
-    precision, digest, model_bytes = (bytes(c) for c in columns[1:4])
-    if version <= self.version or version in self._refused_versions:
+    model, claimed_sha256 = PublishedModel.from_columns(
+        [np.asarray(column)[0] for column in sample.data])
+    if (model.version <= self.version or
+        model.version in self._refused_versions):
       return None
-    model = PublishedModel(
-        int(version), precision.decode(errors='replace'), model_bytes,
-        ObservationNormalizer(*(c.astype(np.float32) for c in columns[4:])))
-    if model.sha256 != digest.decode(errors='replace'):
+    if model.sha256 != claimed_sha256:
       self.refuse(model, 'it fails its checksum')
       return None
     if model.precision != self._precision:

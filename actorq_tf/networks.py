@@ -22,7 +22,7 @@ from tf_agents.networks import sequential
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import environments
-from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.normalization import ObservationNormalizer
 
 
 def _point_keras_names_at_tf_keras() -> None:

@@ -21,7 +21,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf.errors import ActorQError
-from actorq_tf.model_channel import SERVER_ERRORS
+from actorq_tf.errors import SERVER_ERRORS
 
 REPLAY_TABLE = 'replay'
 RECENT_OBSERVATIONS_TABLE = 'recent_observations'

@@ -12,20 +12,18 @@ environment.
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
-import time
+import tempfile
 
 from absl import app
 from absl import flags
 import numpy as np
-import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
 common.define_flags('d4pg_walker_stand.gin')
@@ -43,15 +41,16 @@ def measure(calls: int, repeats: int) -> dict:
   discrete = environments.is_discrete(env)
   policy_network = networks.policy_network_for(env)
   observations = environments.random_walk_observations(env, 512)
-  normalizer = ObservationNormalizer.from_observations(observations)
 
-  # The exporter's own transformation (normalization folded in), on a copy.
-  exported = policy_network.copy(name='Exported')
-  exported.create_variables(policy_network.input_tensor_spec)
-  exported.set_weights(policy_network.get_weights())
-  if discrete:
-    export.centre_q_values(exported)
-  export.fold_normalization(exported, normalizer)
+  # The learner's own export path (snapshot, centring and scaling of
+  # Q-values, folded normalization, equalization, conversion), so that
+  # each row is the model an actor of that precision would run. Nothing is
+  # published; the check's verdict on an untrained network does not matter.
+  with tempfile.TemporaryDirectory() as model_dir:
+    exporter = export.PolicyExporter(policy_network, env.action_spec(),
+                                     PRECISIONS[1:], lambda *_: None,
+                                     model_dir)
+    results = {r.precision: r for r in exporter.export(0, observations)}
 
   rows = {'tf': {
       # What a tf actor pulls: the fp32 variables.
@@ -60,17 +59,15 @@ def measure(calls: int, repeats: int) -> dict:
   # Measurement -> (callable, inputs, calls).
   measurements = {}
   for precision in PRECISIONS[1:]:
-    start = time.perf_counter()
-    model_bytes = export.convert(exported, precision,
-                                 normalizer(observations))
+    model_bytes = results[precision].model_bytes
     rows[precision] = {'bytes': len(model_bytes),
-                       'convert_s': time.perf_counter() - start}
+                       'convert_s': results[precision].convert_seconds}
     # A figure is only worth its name: the model must be that precision.
     export.check_precision(model_bytes, precision,
                            policy_network.count_params())
     rows[precision]['op_types'] = sorted(set(
         TFLiteModel(model_bytes).op_names()))
-    model = TFLiteModel(model_bytes, normalizer)
+    model = TFLiteModel(model_bytes, results[precision].normalizer)
     measurements[(precision, 'us_per_call')] = (
         model.greedy_action if discrete else model.action, observations, calls)
     measurements[(precision, 'invoke_us')] = (

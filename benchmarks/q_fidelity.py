@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
 common.define_checkpoint_flags(episodes=10, calls=2000)

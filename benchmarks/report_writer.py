@@ -1,7 +1,8 @@
 """Turns the report's measurements (results.json) into report.md and plots.
 
-Every ratio is stated explicitly, and every goal of DESIGN.md is checked:
-where one is not met the report says so in words.
+Every ratio is stated explicitly, and every goal of `benchmarks/goals.py`
+(the design card's) is checked: where one is not met the report says so in
+words.
 """
 import json
 import math
@@ -12,6 +13,7 @@ from typing import Dict, List, Optional, Sequence
 import matplotlib
 
 from actorq_tf.evaluation import retention
+from benchmarks import goals as G
 from benchmarks.end_to_end import ROWS
 from benchmarks.end_to_end import STOCK
 from benchmarks.end_to_end import post_target_share
@@ -167,11 +169,13 @@ def _stock_goals(table: Dict, label: str, budget: float) -> List[Sequence]:
   steps = _ratio(int8.get('env_steps_to_target'),
                  stock.get('env_steps_to_target'))
   return [
-      [f'wall time to target int8 / stock TF-Agents DQN, {label}', '<= 0.5',
-       *_bounded_ratio(table, 'time_to_target_s', None, budget, 0.5,
-                       STOCK)],
-      [f'env steps to target int8 / stock TF-Agents DQN, {label}', '<= 1.0',
-       _fmt(steps), _met(steps, 1.0, True)]]
+      [f'wall time to target int8 / stock TF-Agents DQN, {label}',
+       f'<= {G.TIME_TO_TARGET_OVER_STOCK:g}',
+       *_bounded_ratio(table, 'time_to_target_s', None, budget,
+                       G.TIME_TO_TARGET_OVER_STOCK, STOCK)],
+      [f'env steps to target int8 / stock TF-Agents DQN, {label}',
+       f'<= {G.ENV_STEPS_TO_TARGET_OVER_STOCK:g}', _fmt(steps),
+       _met(steps, G.ENV_STEPS_TO_TARGET_OVER_STOCK, True)]]
 
 
 def _rows_to_markdown(header: Sequence[str], rows: List[Sequence]) -> str:
@@ -186,49 +190,59 @@ def _goals(results: Dict) -> List[Sequence]:
   for case in results.get('actors', []):
     rates = case['steps_per_second']
     paper_size = '2048x2048x2048' in case['network']
-    for other, goal in ((('fp32', 3), ('tf', 30)) if paper_size else
-                        (('tf', 10),)):
+    for other, goal in (
+        (('fp32', G.PAPER_ACTOR_SPEEDUP_OVER_FP32),
+         ('tf', G.PAPER_ACTOR_SPEEDUP_OVER_TF)) if paper_size else
+        (('tf', G.ACTOR_SPEEDUP_OVER_TF),)):
       ratio = _ratio(rates['int8'], rates[other])
       goals.append([f'actor env steps/s int8 / {other}, {case["label"]}',
-                    f'>= {goal}', _fmt(ratio), _met(ratio, goal, False)])
+                    f'>= {goal:g}', _fmt(ratio), _met(ratio, goal, False)])
     efficiency = case.get('efficiency', {}).get('int8')
     goals.append([f'int8 actor efficiency (env step + invoke) / actor step, '
-                  f'{case["label"]}', '>= 0.8', _fmt(efficiency),
-                  _met(efficiency, 0.8, at_most=False)])
+                  f'{case["label"]}', f'>= {G.ACTOR_EFFICIENCY:g}',
+                  _fmt(efficiency),
+                  _met(efficiency, G.ACTOR_EFFICIENCY, at_most=False)])
   for case in results.get('inference', []):
-    goal = {'256x256': 0.5, '2048x2048x2048': 0.15}.get(case['label'])
+    goal = G.LATENCY_OVER_FP32.get(case['label'])
     if goal is None:
       continue
     rows = case['rows']
     ratio = _ratio(rows['int8']['us_per_call'], rows['fp32']['us_per_call'])
     goals.append([f'batch-1 latency int8 / TFLite fp32, {case["label"]}',
-                  f'<= {goal}', _fmt(ratio, '.3f'), _met(ratio, goal, True)])
+                  f'<= {goal:g}', _fmt(ratio, '.3f'), _met(ratio, goal, True)])
   for experiment in results.get('end_to_end', []):
     table = experiment_table(experiment)
     int8, fp32 = table.get('int8', {}), table.get('fp32', {})
     label = experiment['label']
     budget = experiment['max_wall_time_s']
-    goals.append([f'wall time to target int8 / tf, {label}', '<= 0.5',
+    goals.append([f'wall time to target int8 / tf, {label}',
+                  f'<= {G.TO_TARGET_OVER_TF:g}',
                   *_bounded_ratio(table, 'time_to_target_s', None, budget,
-                                  0.5)])
+                                  G.TO_TARGET_OVER_TF)])
     all_evaluations = [retention_over_evaluations(r)
                        for r in experiment['runs']]
     median_all = _median(all_evaluations)
     spread = _range(all_evaluations)
     goals.append([f'greedy return int8 / fp32, same version, {label}, '
                   f'every evaluation (median over all runs; min-max)',
-                  '>= 0.98', f'{_fmt(median_all, ".3f")}' + (
+                  f'>= {G.RETURN_RETENTION_PER_EVALUATION:g}',
+                  f'{_fmt(median_all, ".3f")}' + (
                       f' ({spread[0]:.3f}-{spread[1]:.3f})' if spread
-                      else ''), _met(median_all, 0.98, False)])
+                      else ''),
+                  _met(median_all, G.RETURN_RETENTION_PER_EVALUATION,
+                       False)])
     for figure, whole_run, name in (
         ('energy_kwh_to_target', 'energy_kwh_at_budget', 'energy'),
         ('emissions_kg_to_target', 'emissions_kg_at_budget', 'CO2')):
-      goals.append([f'{name} to target int8 / tf, {label}', '<= 0.5',
-                    *_bounded_ratio(table, figure, whole_run, budget, 0.5)])
+      goals.append([f'{name} to target int8 / tf, {label}',
+                    f'<= {G.TO_TARGET_OVER_TF:g}',
+                    *_bounded_ratio(table, figure, whole_run, budget,
+                                    G.TO_TARGET_OVER_TF)])
     ratio = _ratio(int8.get('model_update_bytes'),
                    fp32.get('model_update_bytes'))
-    goals.append([f'bytes per model update int8 / fp32, {label}', '<= 0.3',
-                  _fmt(ratio, '.3f'), _met(ratio, 0.3, True)])
+    goals.append([f'bytes per model update int8 / fp32, {label}',
+                  f'<= {G.MODEL_UPDATE_BYTES_OVER_FP32:g}', _fmt(ratio, '.3f'),
+                  _met(ratio, G.MODEL_UPDATE_BYTES_OVER_FP32, True)])
     if STOCK in table:
       goals += _stock_goals(table, label, budget)
     if experiment.get('hold_return') is not None and 'int8' in table:
@@ -239,11 +253,13 @@ def _goals(results: Dict) -> List[Sequence]:
           f'{experiment["continue_after_target_s"]:g} s after the target at '
           f'or above {experiment["hold_return"]:g}, {label} (worst seed; '
           f'{len(held)} of {table["int8"]["seeds"]} seeds reached it)',
-          '>= 0.9', _fmt(share, '.2f'), _met(share, 0.9, False)])
+          f'>= {G.HELD_AFTER_TARGET:g}', _fmt(share, '.2f'),
+          _met(share, G.HELD_AFTER_TARGET, False)])
   for checkpoint in results.get('retention', []):
     goals.append(retention_goal(checkpoint))
-  goals.append(['learner train steps/s, export on / off', '>= 0.95',
-                'n/a', 'not measured by this report'])
+  goals.append(['learner train steps/s, export on / off',
+                f'>= {G.LEARNER_RATE_WITH_EXPORTS:g}', 'n/a',
+                'not measured by this report'])
   return goals
 
 
@@ -259,7 +275,8 @@ def retention_goal(checkpoint: Dict) -> List[str]:
   figure = (f'greedy return int8 / fp32 on a fixed checkpoint, the same '
             f'seeded episodes, {checkpoint["label"]}')
   if 'error' in checkpoint:
-    return [figure, '>= 0.99', 'n/a', f'not measured: {checkpoint["error"]}']
+    return [figure, f'>= {G.RETURN_RETENTION_FIXED_CHECKPOINT:g}', 'n/a',
+            f'not measured: {checkpoint["error"]}']
   fp32 = checkpoint['modes']['fp32 (TF)']['mean_return']
   int8 = next(checkpoint['modes'][mode] for mode in INT8_MODES
               if mode in checkpoint['modes'])
@@ -272,7 +289,8 @@ def retention_goal(checkpoint: Dict) -> List[str]:
   measured = _fmt(ratio, '.3f', 'n/a (returns of both signs)')
   if ratio is not None and len(bounds) == 2:
     measured += f' (95%: {bounds[0]:.3f}-{bounds[1]:.3f})'
-  return [figure, '>= 0.99', measured, _met(ratio, 0.99, False)]
+  return [figure, f'>= {G.RETURN_RETENTION_FIXED_CHECKPOINT:g}', measured,
+          _met(ratio, G.RETURN_RETENTION_FIXED_CHECKPOINT, False)]
 
 
 def _retention_section(results: Dict) -> List[str]:
@@ -455,7 +473,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
     budget = experiment['max_wall_time_s']
     for other in [o for o in (STOCK, 'tf', 'fp32') if o in table]:
       ratios = [f'{name} ' + _bounded_ratio(table, figure, whole_run, budget,
-                                            0.5, other)[0]
+                                            G.TO_TARGET_OVER_TF, other)[0]
                 for name, figure, whole_run in (
                     ('time to target', 'time_to_target_s', None),
                     ('energy to target', 'energy_kwh_to_target',
@@ -589,7 +607,7 @@ def write_report(results: Dict, output_dir: str) -> str:
       f'{machine["os"]}, Python {machine["python"]}.', '',
       'Versions: ' + ', '.join(f'{k} {v}' for k, v in
                                results['versions'].items()) + '.', '',
-      '## Goals (DESIGN.md)', '',
+      '## Goals (benchmarks/goals.py)', '',
       _rows_to_markdown(['figure', 'goal', 'measured', ''],
                         _goals(results)), '']
   if results.get('inference'):

@@ -27,7 +27,7 @@ from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
 common.define_checkpoint_flags(episodes=100, calls=1000)

@@ -46,13 +46,13 @@ from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import evaluation
+from actorq_tf import exploration
 from actorq_tf import launcher
 from actorq_tf import learner
 from actorq_tf import metrics
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import EpsilonGreedy
 from benchmarks.end_to_end import STOCK
 
 
@@ -71,16 +71,16 @@ class _EpsilonGreedy(py_policy.PyPolicy):
   """The greedy policy's action, or a random one with the schedule's
   epsilon at the current env step (what EpsilonGreedyPolicy does)."""
 
-  def __init__(self, greedy: py_policy.PyPolicy, exploration: EpsilonGreedy,
-               env_step):
+  def __init__(self, greedy: py_policy.PyPolicy,
+               explorer: exploration.EpsilonGreedy, env_step):
     super().__init__(greedy.time_step_spec, greedy.action_spec)
     self._greedy = greedy
-    self._exploration = exploration
+    self._explorer = explorer
     self._env_step = env_step
 
   def _action(self, time_step, policy_state):
     step = self._greedy.action(time_step, policy_state)
-    action = self._exploration.act(int(step.action), self._env_step())
+    action = self._explorer.act(int(step.action), self._env_step())
     return step._replace(action=np.asarray(action, step.action.dtype))
 
 
@@ -150,12 +150,13 @@ def train_to_target(root_dir: str, seed: int = 0,
   # costs, and would slow the baseline for no reason.
   collect_policy = _EpsilonGreedy(
       py_tf_eager_policy.PyTFEagerPolicy(agent.policy, use_tf_function=True),
-      EpsilonGreedy(env.action_spec().maximum + 1,
-                    final_epsilon=actor.actor_epsilon(0, 1),
-                    decay_steps=_bound(actor.run_actor,
-                                       'epsilon_decay_steps'), seed=seed,
-                    repeat_exponent=_bound(
-                        actor.run_actor, 'random_action_repeat_exponent')),
+      exploration.EpsilonGreedy(
+          env.action_spec().maximum + 1,
+          final_epsilon=exploration.actor_epsilon(0, 1),
+          decay_steps=_bound(actor.run_actor, 'epsilon_decay_steps'),
+          seed=seed,
+          repeat_exponent=_bound(actor.run_actor,
+                                 'random_action_repeat_exponent')),
       lambda: env_steps[0])
 
   def count_env_step(trajectory):
@@ -178,6 +179,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,
+             'code_version': launcher.code_version(),
              'start_time': start_wall_time,
              'stopping_rule': rule.description(),
              'target_return': rule.target_return,

@@ -10,6 +10,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import actor
+from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
@@ -117,12 +118,8 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
 
 
 def _insert_model(client, model, digest=None):
-  client.insert(
-      [np.int64(model.version), np.array(model.precision.encode(), object),
-       np.array((digest or model.sha256).encode(), object),
-       np.array(model.model_bytes, object), model.normalizer.shift,
-       model.normalizer.scale],
-      priorities={model_channel.model_table_name('int8'): 1.0})
+  client.insert(model.columns(claimed_sha256=digest),
+                priorities={model_channel.model_table_name('int8'): 1.0})
 
 
 def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
@@ -171,12 +168,12 @@ def test_unknown_precision_is_refused(reverb_server, tmp_path):
 
 
 def test_actor_epsilons_spread_like_ape_x():
-  epsilons = [actor.actor_epsilon(i, 4, base_epsilon=0.4, alpha=7)
+  epsilons = [exploration.actor_epsilon(i, 4, base_epsilon=0.4, alpha=7)
               for i in range(4)]
   assert epsilons[0] == pytest.approx(0.4)
   assert epsilons[-1] == pytest.approx(0.4 ** 8)
   assert epsilons == sorted(epsilons, reverse=True)
-  assert actor.actor_epsilon(0, 1, base_epsilon=0.05) == 0.05
+  assert exploration.actor_epsilon(0, 1, base_epsilon=0.05) == 0.05
 
 
 @contextlib.contextmanager
@@ -228,7 +225,7 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   from actorq_tf import export  # pylint: disable=g-import-not-at-top
   # pylint: disable-next=g-import-not-at-top
-  from actorq_tf.tflite_policy import TFLiteModel
+  from actorq_tf.interpreter import TFLiteModel
   address = paper_size_control_suite_server
   env = environments.load_environment()
   client = model_channel.wait_for_server(address, 10)

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 
 import gin
 import numpy as np
@@ -14,7 +15,7 @@ from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import networks
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
 from helpers import start_launcher
@@ -52,6 +53,17 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
   assert summary['precision'] == 'int8'
   assert not summary['target_reached']
   assert summary['env_steps'] >= 5000
+  # Which code made the run: this checkout's commit (a machine without git
+  # gets the package's version).
+  try:
+    commit = subprocess.run(['git', 'rev-parse', '--short=12', 'HEAD'],
+                            capture_output=True, text=True, check=True,
+                            cwd=os.path.dirname(__file__)).stdout.strip()
+    assert summary['code_version'].startswith(f'git {commit}')
+  except (OSError, subprocess.CalledProcessError):
+    assert summary['code_version'] in ('actorq-tf 0.1.0', 'unknown')
+  with open(os.path.join(root_dir, 'run.json')) as f:
+    assert json.load(f)['code_version'] == summary['code_version']
   assert summary['train_steps'] >= 500
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}

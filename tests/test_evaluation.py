@@ -8,7 +8,7 @@ from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import metrics
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
 from helpers import publish_policy
 
 

@@ -10,8 +10,8 @@ from actorq_tf import export
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.normalization import ObservationNormalizer
+from actorq_tf.interpreter import TFLiteModel
 
 OBSERVATION_SPEC = tensor_spec.TensorSpec([4], tf.float32)
 CARTPOLE_ACTIONS = array_spec.BoundedArraySpec((), np.int64, 0, 1)

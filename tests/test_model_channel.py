@@ -1,4 +1,5 @@
 """The model channel through a real Reverb server: versions only go forward."""
+import dataclasses
 import time
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 
 from actorq_tf import model_channel
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import ObservationNormalizer
+from actorq_tf.normalization import ObservationNormalizer
 
 
 def _model(version, payload=b'model'):
@@ -60,12 +61,9 @@ def test_versions_only_go_forward(channel):
 def test_bytes_failing_the_checksum_are_ignored(channel):
   _, puller, client = channel
   good = _model(4)
-  client.insert(
-      [np.int64(4), np.array(b'int8', dtype=object),
-       np.array(good.sha256.encode(), dtype=object),
-       np.array(b'tampered bytes', dtype=object),
-       good.normalizer.shift, good.normalizer.scale],
-      priorities={model_channel.model_table_name('int8'): 1.0})
+  tampered = dataclasses.replace(good, model_bytes=b'tampered bytes')
+  client.insert(tampered.columns(claimed_sha256=good.sha256),
+                priorities={model_channel.model_table_name('int8'): 1.0})
   assert puller.pull_newer() is None
   assert puller.version == 0
 

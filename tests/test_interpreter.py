@@ -1,18 +1,14 @@
-"""The actor's side of a model: interpreter, quantization, exploration."""
+"""The actor's side of a model: normalization, quantization, interpreter."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import export
 from actorq_tf import networks
-from actorq_tf.actor import actor_sigma
 from actorq_tf.errors import ActorQError
-from actorq_tf.tflite_policy import EpsilonGreedy
-from actorq_tf.tflite_policy import GaussianNoise
-from actorq_tf.tflite_policy import ObservationNormalizer
-from actorq_tf.tflite_policy import TFLiteModel
+from actorq_tf.interpreter import TFLiteModel
+from actorq_tf.normalization import ObservationNormalizer
 
 
 @pytest.fixture(scope='module')
@@ -98,79 +94,3 @@ def test_observations_outside_calibration_saturate_instead_of_wrapping(
 def test_bytes_that_are_not_a_model_are_refused():
   with pytest.raises(ActorQError, match='do not load'):
     TFLiteModel(b'not a flatbuffer at all')
-
-
-def test_epsilon_decays_linearly_to_its_final_value():
-  exploration = EpsilonGreedy(2, final_epsilon=0.1, decay_steps=100)
-  assert exploration.epsilon(0) == 1.0
-  assert exploration.epsilon(50) == pytest.approx(0.55)
-  assert exploration.epsilon(100) == 0.1
-  assert exploration.epsilon(10_000) == 0.1
-
-
-def test_exploration_follows_the_actor_seed():
-  first = EpsilonGreedy(4, 0.5, seed=3)
-  second = EpsilonGreedy(4, 0.5, seed=3)
-  other = EpsilonGreedy(4, 0.5, seed=4)
-  draws = lambda e: [e.act(-1, 10) for _ in range(100)]
-  first_draws = draws(first)
-  assert first_draws == draws(second)
-  assert first_draws != draws(other)
-  explored = np.mean([action != -1 for action in first_draws])
-  assert 0.2 < explored < 0.8
-  assert set(first_draws) - {-1} <= {0, 1, 2, 3}
-  assert 0 <= first.act(None, 10_000) < 4  # random before any model
-
-
-def _run_lengths(actions):
-  lengths, current = [], 1
-  for before, after in zip(actions, actions[1:]):
-    if after == before:
-      current += 1
-    else:
-      lengths.append(current)
-      current = 1
-  return lengths + [current]
-
-
-def test_random_actions_are_held_for_zeta_distributed_runs():
-  single = EpsilonGreedy(10, 1.0, seed=0)
-  held = EpsilonGreedy(10, 1.0, seed=0, repeat_exponent=1.5, max_repeat=50)
-  single_runs = _run_lengths([single.act(None, 0) for _ in range(5000)])
-  held_runs = _run_lengths([held.act(None, 0) for _ in range(5000)])
-  # One draw per step: runs of the same action are rare and short.
-  assert np.mean(single_runs) < 1.2
-  assert np.mean(held_runs) > 3 and max(held_runs) >= 50
-  # With epsilon 0 the greedy action comes, never a held random one.
-  greedy = EpsilonGreedy(10, 0.0, seed=0, repeat_exponent=1.5)
-  assert {greedy.act(7, 0) for _ in range(100)} == {7}
-  with pytest.raises(ActorQError, match='exponent above 1'):
-    EpsilonGreedy(2, 0.1, repeat_exponent=1.0)
-
-
-def test_gaussian_noise_is_scaled_to_the_bounds_and_clipped():
-  spec = array_spec.BoundedArraySpec((2,), np.float32, [-2.0, 0.0],
-                                     [2.0, 1.0])
-  noise = GaussianNoise(spec, sigma=0.1, seed=0)
-  noisy = np.array([noise.act(np.array([0.0, 0.5], np.float32), 0)
-                    for _ in range(2000)])
-  assert noisy.dtype == np.float32
-  # sigma is in units of half the range: 0.2 and 0.05 here.
-  np.testing.assert_allclose(noisy.std(axis=0), [0.2, 0.05], rtol=0.1)
-  at_bound = np.array([noise.act(np.array([2.0, 1.0], np.float32), 0)
-                       for _ in range(200)])
-  assert np.all(at_bound <= [2.0, 1.0])
-  assert np.any(at_bound < [2.0, 1.0])
-  before_model = np.array([noise.act(None, 0) for _ in range(2000)])
-  assert np.all(before_model >= [-2.0, 0.0])
-  assert np.all(before_model <= [2.0, 1.0])
-  assert before_model[:, 0].std() > 1.0  # uniform over [-2, 2]: 1.15
-
-
-def test_exploration_sigmas_spread_across_actors():
-  assert actor_sigma(0, 1, sigma=0.3) == 0.3
-  sigmas = [actor_sigma(i, 5, sigma=0.3, spread=2.0) for i in range(5)]
-  assert sigmas[0] == pytest.approx(0.6)
-  assert sigmas[2] == pytest.approx(0.3)
-  assert sigmas[4] == pytest.approx(0.15)
-  assert sigmas == sorted(sigmas, reverse=True)

@@ -1,44 +1,13 @@
-"""Policy models running in the TFLite interpreter, as the actors use them,
-and the exploration the actors add in Python."""
-import dataclasses
-from typing import Dict, Optional, Tuple
+"""Policy models in the TFLite interpreter, as actors and the evaluator run
+them, and the loading of model bytes that came over the network."""
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from actorq_tf import model_trial
 from actorq_tf.errors import ActorQError
-
-
-@dataclasses.dataclass(frozen=True)
-class ObservationNormalizer:
-  """Per-feature affine map the exported models expect on their input.
-
-  A full-int8 model quantizes its whole input with one scale; raw features of
-  very different ranges (CartPole's pole angle spans a tenth of its velocity)
-  would lose most of their resolution. The exporter folds this map into the
-  first layer and ships it with the model; the actor applies it together
-  with the input quantization, at no extra cost.
-  """
-  shift: np.ndarray
-  scale: np.ndarray
-
-  @classmethod
-  def identity(cls, shape) -> 'ObservationNormalizer':
-    return cls(np.zeros(shape, np.float32), np.ones(shape, np.float32))
-
-  @classmethod
-  def from_observations(cls, observations: np.ndarray
-                       ) -> 'ObservationNormalizer':
-    std = observations.std(axis=0)
-    # Constant features keep unit scale instead of dividing by zero.
-    floor = max(1e-6, 1e-3 * float(std.max(initial=0.0)))
-    scale = np.where(std > floor, std, 1.0)
-    return cls(observations.mean(axis=0).astype(np.float32),
-               scale.astype(np.float32))
-
-  def __call__(self, observations: np.ndarray) -> np.ndarray:
-    return (observations - self.shift) / self.scale
+from actorq_tf.normalization import ObservationNormalizer
 
 
 def random_argmax(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -183,91 +152,6 @@ class TFLiteModel:
     """Names of the builtin ops in the model, for checks and tests."""
     # pylint: disable-next=protected-access
     return [op['op_name'] for op in self._interpreter._get_ops_details()]
-
-
-class EpsilonGreedy:
-  """Epsilon-greedy exploration in the actor's Python, per-actor generator.
-
-  Epsilon decays linearly from `initial_epsilon` to `final_epsilon` over
-  `decay_steps` env steps of this actor. With `repeat_exponent` > 1 a random
-  action is held for n steps, n drawn from a zeta distribution of that
-  exponent and capped at `max_repeat` (epsilon-z-greedy, Dabney et al. 2020,
-  "Temporally-extended epsilon-greedy exploration"): a run of one action
-  goes where single random steps cancel out, as MountainCar's valley needs.
-  """
-
-  def __init__(self, num_actions: int, final_epsilon: float,
-               initial_epsilon: float = 1.0, decay_steps: int = 0,
-               seed: int = 0, repeat_exponent: float = 0.0,
-               max_repeat: int = 100):
-    if repeat_exponent and repeat_exponent <= 1.0:
-      raise ActorQError('a zeta distribution needs an exponent above 1, '
-                        f'not {repeat_exponent}')
-    self._num_actions = num_actions
-    self._initial = initial_epsilon
-    self._final = final_epsilon
-    self._decay_steps = decay_steps
-    self._rng = np.random.default_rng(seed)
-    self._repeat_exponent = repeat_exponent
-    self._max_repeat = max_repeat
-    self._repeated_action = 0
-    self._repeats_left = 0
-
-  def epsilon(self, step: int) -> float:
-    if self._decay_steps <= 0 or step >= self._decay_steps:
-      return self._final
-    fraction = step / self._decay_steps
-    return self._initial + fraction * (self._final - self._initial)
-
-  def act(self, greedy_action: Optional[int], step: int) -> int:
-    """The greedy action, or with probability epsilon (always before the
-    first model) a uniformly random one, held for a while if so set."""
-    if self._repeats_left > 0:
-      self._repeats_left -= 1
-      return self._repeated_action
-    if greedy_action is not None and self._rng.random() >= self.epsilon(step):
-      return greedy_action
-    action = int(self._rng.integers(self._num_actions))
-    if self._repeat_exponent:
-      self._repeated_action = action
-      self._repeats_left = min(int(self._rng.zipf(self._repeat_exponent)),
-                               self._max_repeat) - 1
-    return action
-
-  def summary(self, step: int) -> Dict[str, float]:
-    return {'epsilon': self.epsilon(step)}
-
-
-class GaussianNoise:
-  """Gaussian exploration for continuous actions, per-actor generator.
-
-  `sigma` is in units of half the action range, so one value suits any
-  bounds; noisy actions are clipped to the bounds. Before the first model
-  arrives actions are uniform within the bounds.
-  """
-
-  def __init__(self, action_spec, sigma: float, seed: int = 0):
-    self._minimum = np.broadcast_to(action_spec.minimum, action_spec.shape
-                                   ).astype(action_spec.dtype)
-    self._maximum = np.broadcast_to(action_spec.maximum, action_spec.shape
-                                   ).astype(action_spec.dtype)
-    self._stddev = sigma * (self._maximum - self._minimum) / 2
-    self.sigma = sigma
-    self._rng = np.random.default_rng(seed)
-
-  def act(self, action: Optional[np.ndarray], step: int) -> np.ndarray:
-    del step  # The noise does not decay.
-    if action is None:
-      return self._rng.uniform(self._minimum, self._maximum).astype(
-          self._minimum.dtype)
-    noisy = action + self._stddev * self._rng.standard_normal(
-        self._stddev.shape)
-    return np.clip(noisy, self._minimum, self._maximum).astype(
-        self._minimum.dtype)
-
-  def summary(self, step: int) -> Dict[str, float]:
-    del step
-    return {'sigma': self.sigma}
 
 
 def load_untrusted_model(model_bytes: bytes, normalizer: ObservationNormalizer,

@@ -1,0 +1,35 @@
+"""The per-feature affine map between raw observations and a model's input."""
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class ObservationNormalizer:
+  """Per-feature affine map the exported models expect on their input.
+
+  A full-int8 model quantizes its whole input with one scale; raw features of
+  very different ranges (CartPole's pole angle spans a tenth of its velocity)
+  would lose most of their resolution. The exporter folds this map into the
+  first layer and ships it with the model; the actor applies it together
+  with the input quantization, at no extra cost.
+  """
+  shift: np.ndarray
+  scale: np.ndarray
+
+  @classmethod
+  def identity(cls, shape) -> 'ObservationNormalizer':
+    return cls(np.zeros(shape, np.float32), np.ones(shape, np.float32))
+
+  @classmethod
+  def from_observations(cls, observations: np.ndarray
+                       ) -> 'ObservationNormalizer':
+    std = observations.std(axis=0)
+    # Constant features keep unit scale instead of dividing by zero.
+    floor = max(1e-6, 1e-3 * float(std.max(initial=0.0)))
+    scale = np.where(std > floor, std, 1.0)
+    return cls(observations.mean(axis=0).astype(np.float32),
+               scale.astype(np.float32))
+
+  def __call__(self, observations: np.ndarray) -> np.ndarray:
+    return (observations - self.shift) / self.scale
