@@ -1,8 +1,8 @@
 """The actor: runs the newest policy in its environment and feeds replay.
 
 env -> policy (TFLite interpreter, or stock TF for the `tf` baseline) ->
-exploration in Python (epsilon-greedy for discrete actions, Gaussian noise
-for continuous ones) -> trajectory -> Reverb replay. Every
+exploration in Python (the algorithm's: epsilon-greedy for DQN, Gaussian
+noise for D4PG) -> trajectory -> Reverb replay. Every
 `model_pull_interval` env steps it asks for a newer model.
 """
 from concurrent import futures
@@ -14,10 +14,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
-from tf_agents.policies import actor_policy
 from tf_agents.policies import py_tf_eager_policy
-from tf_agents.policies import q_policy
-from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as time_step_lib
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
@@ -25,11 +22,10 @@ from tf_agents.trajectories.time_step import StepType
 from actorq_tf import PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
-from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
-from actorq_tf import networks
 from actorq_tf import replay
+from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import TFLiteModel
@@ -52,12 +48,13 @@ class TFLiteActorPolicy:
   its current model; it is swapped in at a later `update` once it passed.
   """
 
-  def __init__(self, client, precision: str, env, seed: int = 0):
+  def __init__(self, client, precision: str, env,
+               algorithm: AlgorithmBuilder, seed: int = 0):
     self._puller = model_channel.ModelPuller(client, precision)
     self._seed = seed
     self._observation_shape = tuple(env.observation_spec().shape)
-    self._output_size = environments.policy_output_size(env)
-    self._discrete = environments.is_discrete(env)
+    self._output_size = algorithm.policy_output_size(env)
+    self._algorithm = algorithm
     self._model: Optional[TFLiteModel] = None
     self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
     self._pending: Optional[futures.Future] = None
@@ -106,32 +103,23 @@ class TFLiteActorPolicy:
       return published, None, e.message
 
   def greedy_action(self, observation: np.ndarray):
-    """The model's action: an int (discrete) or an array (continuous), or
-    None before the first model."""
+    """The model's greedy action (the algorithm's: an int for DQN, an array
+    for D4PG), or None before the first model."""
     if self._model is None:
       return None
-    if self._discrete:
-      return self._model.greedy_action(observation)
-    return self._model.action(observation)
+    return self._algorithm.model_action(self._model, observation)
 
 
-def stock_greedy_policy(env, policy_network
+def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder
                        ) -> py_tf_eager_policy.PyTFEagerPolicy:
-  """TF-Agents' own greedy policy over `policy_network`, as its examples run
-  it: a QPolicy (discrete actions) or ActorPolicy in a PyTFEagerPolicy.
+  """TF-Agents' own greedy policy over `policy_network` (the algorithm's:
+  QPolicy, ActorPolicy), as its examples run it, in a PyTFEagerPolicy.
 
   Greedy: exploration is the same Python code for every precision, so the
   precisions differ only in how the policy runs.
   """
-  time_step_spec = tensor_spec.from_spec(env.time_step_spec())
-  action_spec = tensor_spec.from_spec(env.action_spec())
-  if environments.is_discrete(env):
-    policy = q_policy.QPolicy(time_step_spec, action_spec,
-                              q_network=policy_network)
-  else:
-    policy = actor_policy.ActorPolicy(time_step_spec, action_spec,
-                                      actor_network=policy_network, clip=True)
-  return py_tf_eager_policy.PyTFEagerPolicy(policy, use_tf_function=True)
+  return py_tf_eager_policy.PyTFEagerPolicy(
+      algorithm.stock_policy(env, policy_network), use_tf_function=True)
 
 
 class TFActorPolicy:
@@ -139,8 +127,8 @@ class TFActorPolicy:
   PyTFEagerPolicy, its variables pulled from the learner through
   ReverbVariableContainer."""
 
-  def __init__(self, server_address: str, env):
-    policy_network = networks.policy_network_for(env)
+  def __init__(self, server_address: str, env, algorithm: AlgorithmBuilder):
+    policy_network = algorithm.policy_network(env)
     self._version = tf.Variable(0, dtype=tf.int64)
     self._variables = model_channel.policy_variables(policy_network.variables,
                                                      self._version)
@@ -148,7 +136,7 @@ class TFActorPolicy:
     self._client = model_channel.wait_for_server(server_address, 10)
     self._container = reverb_variable_container.ReverbVariableContainer(
         server_address, table_names=[model_channel.VARIABLES_TABLE])
-    self._policy = stock_greedy_policy(env, policy_network)
+    self._policy = stock_greedy_policy(env, policy_network, algorithm)
     self._has_variables = False
 
   @property
@@ -191,8 +179,6 @@ def run_actor(root_dir: str,
               seed: int = 0,
               max_env_steps: int = 0,
               model_pull_interval: int = 0,
-              epsilon_decay_steps: int = 10_000,
-              random_action_repeat_exponent: float = 0.0,
               status_interval_s: float = 5.0,
               server_timeout_s: float = 120.0,
               wait_for_first_model_s: float = 0.0,
@@ -204,8 +190,8 @@ def run_actor(root_dir: str,
     server_address: host:port of the Reverb server.
     precision: int8, fp16 or fp32 TFLite models, or `tf` for the stock
       TF-Agents policy on fp32 variables.
-    actor_index: this actor's index, which sets its epsilon or sigma and
-      its seed.
+    actor_index: this actor's index, which sets its exploration (the
+      algorithm's builder spreads it across actors) and its seed.
     num_actors: how many actors the run has (for the exploration spread).
     seed: base seed; actor i uses seed + 1000 * i.
     max_env_steps: stop after this many env steps in this run; 0 runs until
@@ -213,11 +199,6 @@ def run_actor(root_dir: str,
     model_pull_interval: env steps between pulls of a newer model. 0 picks
       the default: 1 for `tf` (TF-Agents' distributed examples update
       variables after every step) and 100 for TFLite models.
-    epsilon_decay_steps: discrete actions: env steps over which epsilon
-      falls from 1 to this actor's final epsilon.
-    random_action_repeat_exponent: discrete actions: above 1, a random action
-      is held for a zeta-distributed number of steps (see EpsilonGreedy); 0
-      draws one per step.
     status_interval_s: seconds between TensorBoard points and status files.
     server_timeout_s: how long the Reverb server may not answer before the
       actor gives up; meanwhile it keeps its environment and model.
@@ -239,7 +220,7 @@ def run_actor(root_dir: str,
   actor_seed = seed + 1000 * actor_index
   env = environments.load_environment()
   env.seed(actor_seed)
-  agents.check_environment(env)
+  algorithm = agents.check_environment(env)
   action_dtype = env.action_spec().dtype
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
@@ -257,19 +238,11 @@ def run_actor(root_dir: str,
         # never start an item.
         pad_episode_ends=sequence_length > 2)
     if precision == 'tf':
-      policy = TFActorPolicy(server_address, env)
+      policy = TFActorPolicy(server_address, env, algorithm)
     else:
-      policy = TFLiteActorPolicy(client, precision, env, seed=actor_seed)
-    if environments.is_discrete(env):
-      explorer = exploration.EpsilonGreedy(
-          environments.check_discrete_actions(env),
-          final_epsilon=exploration.actor_epsilon(actor_index, num_actors),
-          decay_steps=epsilon_decay_steps, seed=actor_seed,
-          repeat_exponent=random_action_repeat_exponent)
-    else:
-      explorer = exploration.GaussianNoise(
-          env.action_spec(), exploration.actor_sigma(actor_index, num_actors),
-          seed=actor_seed)
+      policy = TFLiteActorPolicy(client, precision, env, algorithm,
+                                 seed=actor_seed)
+    explorer = algorithm.explorer(env, actor_index, num_actors, actor_seed)
 
     role = f'actor_{actor_index}'
     summary_writer = metrics.summary_writer(root_dir, role)

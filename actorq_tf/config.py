@@ -1,5 +1,6 @@
 """gin parsing with errors a user can act on."""
 import contextlib
+import inspect
 import logging
 import os
 import tokenize
@@ -53,6 +54,8 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   # pylint: disable=g-import-not-at-top,unused-import
   import actorq_tf.actor  # noqa: F401
   import actorq_tf.agents  # noqa: F401
+  import actorq_tf.d4pg  # noqa: F401
+  import actorq_tf.dqn  # noqa: F401
   import actorq_tf.environments  # noqa: F401
   import actorq_tf.evaluation  # noqa: F401
   import actorq_tf.export  # noqa: F401
@@ -71,3 +74,14 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     raise ActorQError(f'bad gin config {files + list(gin_bindings)}: '
                       f'{first_line}') from e
+
+
+def bound_parameter(configurable, parameter: str):
+  """`parameter` of a gin-configurable function as the parsed config binds
+  it, else the function's own default (None if it has none)."""
+  try:
+    return gin.query_parameter(f'{configurable.__name__}.{parameter}')
+  except ValueError:
+    default = inspect.signature(configurable).parameters[parameter].default
+    return None if default in (inspect.Parameter.empty, gin.REQUIRED) \
+        else default

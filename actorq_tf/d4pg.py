@@ -1,4 +1,4 @@
-"""D4PG (Barth-Maron et al. 2018) as a TF-Agents agent.
+"""D4PG (Barth-Maron et al. 2018) as a TF-Agents agent, and its builder.
 
 A deterministic actor, a distributional critic over fixed value atoms, the
 categorical projection of n-step targets onto those atoms, and target
@@ -6,12 +6,23 @@ networks. Exploration noise is not here: actors add it in Python.
 """
 from typing import NamedTuple, Optional
 
+import gin
+import numpy as np
 import tensorflow as tf
 from tf_agents.agents import tf_agent
+from tf_agents.environments import py_environment
 from tf_agents.networks import network
 from tf_agents.policies import actor_policy
+from tf_agents.specs import tensor_spec
 from tf_agents.trajectories.time_step import StepType
 from tf_agents.utils import common
+
+from actorq_tf import config
+from actorq_tf import exploration
+from actorq_tf import export
+from actorq_tf import networks
+from actorq_tf.builder import AlgorithmBuilder
+from actorq_tf.errors import ActorQError
 
 
 class D4pgLossInfo(NamedTuple):
@@ -236,3 +247,96 @@ class D4pgAgent(tf_agent.TFAgent):
     critic_loss = self.critic_loss(experience, training=training)
     return tf_agent.LossInfo(actor_loss + critic_loss,
                              D4pgLossInfo(actor_loss, critic_loss))
+
+
+@gin.configurable
+def create_d4pg_agent(env: py_environment.PyEnvironment,
+                      actor_network: network.Network,
+                      train_step: tf.Variable,
+                      actor_learning_rate: float = 1e-4,
+                      critic_learning_rate: float = 1e-4,
+                      v_min: float = -150.0,
+                      v_max: float = 150.0,
+                      num_atoms: int = 51,
+                      n_step: int = 5,
+                      gamma: float = 0.99,
+                      target_update_tau: float = 0.005,
+                      target_update_period: int = 1,
+                      gradient_clipping: float = 40.0) -> D4pgAgent:
+  """A D4PG agent; defaults are Acme's for the Control Suite except the
+  soft target updates. See D4pgAgent for the arguments."""
+  time_step_spec = tensor_spec.from_spec(env.time_step_spec())
+  action_spec = tensor_spec.from_spec(env.action_spec())
+  critic_network = networks.DistributionalCriticNetwork(
+      (time_step_spec.observation, action_spec), num_atoms=num_atoms)
+  agent = D4pgAgent(
+      time_step_spec, action_spec, actor_network, critic_network,
+      actor_optimizer=tf.keras.optimizers.Adam(actor_learning_rate),
+      critic_optimizer=tf.keras.optimizers.Adam(critic_learning_rate),
+      v_min=v_min, v_max=v_max, num_atoms=num_atoms, n_step=n_step,
+      gamma=gamma, target_update_tau=target_update_tau,
+      target_update_period=target_update_period,
+      gradient_clipping=gradient_clipping, train_step_counter=train_step)
+  agent.initialize()
+  return agent
+
+
+def action_size(env: py_environment.PyEnvironment) -> int:
+  """The size of a bounded, one-dimensional float action spec, or
+  ActorQError."""
+  spec = env.action_spec()
+  if (not np.issubdtype(spec.dtype, np.floating) or len(spec.shape) != 1 or
+      not np.all(np.isfinite(spec.minimum)) or
+      not np.all(np.isfinite(spec.maximum))):
+    raise ActorQError(
+        f'D4PG needs a bounded vector of continuous actions; the environment '
+        f'has {spec}. Use a DQN config (e.g. dqn_cartpole.gin) for discrete '
+        f'actions')
+  return int(spec.shape[0])
+
+
+class D4pgBuilder(AlgorithmBuilder):
+  """Deterministic actor policies with Gaussian exploration, action
+  models."""
+
+  name = 'd4pg'
+
+  def policy_output_size(self, env):
+    return action_size(env)
+
+  def policy_network(self, env):
+    action_size(env)
+    return networks.create_actor_network(
+        tensor_spec.from_spec(env.observation_spec()),
+        tensor_spec.from_spec(env.action_spec()))
+
+  def agent(self, env, policy_network, train_step):
+    action_size(env)
+    return create_d4pg_agent(env, policy_network, train_step)
+
+  def sequence_length(self):
+    return config.bound_parameter(create_d4pg_agent, 'n_step') + 1
+
+  def explorer(self, env, actor_index, num_actors, seed):
+    return exploration.GaussianNoise(
+        env.action_spec(), exploration.actor_sigma(actor_index, num_actors),
+        seed=seed)
+
+  def model_outputs(self, env):
+    return export.ActionOutputs(env.action_spec())
+
+  def greedy_actions(self, outputs, action_spec):
+    return tf.clip_by_value(outputs, action_spec.minimum, action_spec.maximum)
+
+  def model_action(self, model, observation):
+    return model.action(observation)  # Exploration clips it.
+
+  def model_actions(self, model, observations, action_spec):
+    return np.clip(model.outputs(observations), action_spec.minimum,
+                   action_spec.maximum)
+
+  def stock_policy(self, env, policy_network):
+    return actor_policy.ActorPolicy(
+        tensor_spec.from_spec(env.time_step_spec()),
+        tensor_spec.from_spec(env.action_spec()),
+        actor_network=policy_network, clip=True)

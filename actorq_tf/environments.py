@@ -98,37 +98,9 @@ def load_environment(env_name: str = gin.REQUIRED,
 
 
 def is_discrete(env: py_environment.PyEnvironment) -> bool:
+  """Whether the environment's actions are integers (for random actions;
+  which algorithm suits them is its builder's call)."""
   return np.issubdtype(env.action_spec().dtype, np.integer)
-
-
-def check_discrete_actions(env: py_environment.PyEnvironment) -> int:
-  """Returns the number of actions of a scalar discrete action spec."""
-  spec = env.action_spec()
-  if not is_discrete(env) or int(np.prod(spec.shape)) != 1:
-    raise ActorQError(
-        f'DQN needs one discrete action; the environment has {spec}. Use '
-        f'a D4PG config (e.g. d4pg_pendulum.gin) for continuous actions')
-  return int(spec.maximum - spec.minimum + 1)
-
-
-def check_continuous_actions(env: py_environment.PyEnvironment) -> int:
-  """Returns the size of a bounded, one-dimensional float action spec."""
-  spec = env.action_spec()
-  if (not np.issubdtype(spec.dtype, np.floating) or len(spec.shape) != 1 or
-      not np.all(np.isfinite(spec.minimum)) or
-      not np.all(np.isfinite(spec.maximum))):
-    raise ActorQError(
-        f'D4PG needs a bounded vector of continuous actions; the environment '
-        f'has {spec}. Use a DQN config (e.g. dqn_cartpole.gin) for discrete '
-        f'actions')
-  return int(spec.shape[0])
-
-
-def policy_output_size(env: py_environment.PyEnvironment) -> int:
-  """What an exported policy model outputs per observation: one Q-value per
-  action for discrete actions, the action vector for continuous ones."""
-  return (check_discrete_actions(env) if is_discrete(env)
-          else check_continuous_actions(env))
 
 
 # observation, reward, discount, and whether the step ended the episode.

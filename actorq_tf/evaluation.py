@@ -1,7 +1,7 @@
 """The evaluator: greedy int8 model and greedy fp32 network, same seeds.
 
-Greedy is the argmax of Q-values for discrete actions and the actor
-network's action, without noise, for continuous ones.
+Greedy is the algorithm's, as its builder gives it: the argmax of Q-values
+for DQN, the actor network's action, without noise, for D4PG.
 
 Whenever a newer model is published it plays `num_episodes` greedy episodes
 with the int8 TFLite model and with the fp32 network of the same version, on
@@ -26,7 +26,6 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
-from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import load_untrusted_model
@@ -164,10 +163,9 @@ def run_evaluator(root_dir: str,
   """
   envs = [environments.load_environment() for _ in range(num_episodes)]
   env = envs[0]
-  agents.check_environment(env)
+  algorithm = agents.check_environment(env)
   seeds = [10**6 + seed * 1000 + i for i in range(num_episodes)]
-  policy_network = networks.policy_network_for(env)
-  discrete = environments.is_discrete(env)
+  policy_network = algorithm.policy_network(env)
   version = tf.Variable(0, dtype=tf.int64)
   variables = model_channel.policy_variables(policy_network.variables,
                                              version)
@@ -189,14 +187,9 @@ def run_evaluator(root_dir: str,
       [None, *env.observation_spec().shape], tf.float32)])
   def fp32_greedy_actions(observations):
     outputs, _ = policy_network(observations, training=False)
-    return tf.argmax(outputs, axis=-1) if discrete else outputs
+    return algorithm.greedy_actions(outputs, action_spec)
 
-  spec = env.action_spec()
-
-  def within_bounds(actions):
-    # As actors send them: the environment gets actions within its bounds.
-    return actions if discrete else np.clip(actions, spec.minimum,
-                                            spec.maximum)
+  action_spec = env.action_spec()
 
   def variables_of(model_version: int) -> bool:
     """Pulls fp32 variables until they are `model_version`'s; False when
@@ -254,16 +247,16 @@ def run_evaluator(root_dir: str,
     try:
       int8_model = load_untrusted_model(
           model.model_bytes, model.normalizer, env.observation_spec().shape,
-          environments.policy_output_size(env), tie_break_seed=seed)
+          algorithm.policy_output_size(env), tie_break_seed=seed)
     except ActorQError as e:
       puller.refuse(model, e.message)
       continue
     puller.accept(model)
     int8_returns = greedy_returns(
-        envs, lambda o: (int8_model.greedy_actions(o) if discrete
-                         else within_bounds(int8_model.outputs(o))), seeds)
+        envs, lambda o: algorithm.model_actions(int8_model, o, action_spec),
+        seeds)
     fp32_returns = greedy_returns(
-        envs, lambda o: within_bounds(fp32_greedy_actions(o).numpy()), seeds)
+        envs, lambda o: fp32_greedy_actions(o).numpy(), seeds)
     result = {
         'time': time.time(),
         'version': model.version,

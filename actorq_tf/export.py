@@ -368,6 +368,123 @@ def kept_network_weights(model_path: str) -> Sequence[np.ndarray]:
     return [saved[f'arr_{i}'] for i in range(len(saved.files))]
 
 
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class QValueOutputs:
+  """Exported Q-value models: centred Q-values (see `centre_q_values`)
+  divided by a scale that int8 clips above (see `scale_q_head`); actors
+  need only their argmax. DQN's builder gives these.
+
+  Args:
+    min_agreement: greedy-action agreement with fp32 on the calibration
+      observations, ties counted as disagreements, that a model needs (see
+      ModelCheck). Collapsed CartPole networks whose action gaps are 0.1%
+      of Q agreed on 0.59-0.74 of the states fp32 visits while their int8
+      models played as well; 0.5 is a coin on two actions.
+    max_regret_vs_random: the Q-value a model may lose against fp32's
+      greedy actions, as a fraction of what random actions lose. Those
+      networks' int8 models lost 0.07-0.11.
+    q_output_quantile: the int8 model's outputs cover this quantile of the
+      calibration states' largest centred Q-value and clip the rest (see
+      `scale_q_head`); None gives them the whole range. The median (0.5)
+      had fewer ties than 0.9 on every checkpoint measured (0.2-0.8%
+      against 1.0-22%): a clipped state keeps its greedy action unless two
+      actions both clip.
+  """
+  min_agreement: float = 0.5
+  max_regret_vs_random: float = 0.25
+  q_output_quantile: Optional[float] = 0.5
+
+  def unchecked(self) -> 'QValueOutputs':
+    """The same outputs with a check that refuses nothing (benchmarks that
+    measure every model)."""
+    return dataclasses.replace(self, min_agreement=0.0,
+                               max_regret_vs_random=np.inf)
+
+  def full_range(self) -> 'QValueOutputs':
+    return dataclasses.replace(self, q_output_quantile=None)
+
+  def prepare(self, network: network_lib.Network,
+              observations: np.ndarray) -> float:
+    """Readies the network for post-training quantization, in place (same
+    argmax); returns the output scale."""
+    centre_q_values(network)
+    if self.q_output_quantile is None:
+      return 1.0
+    return scale_q_head(network, observations, self.q_output_quantile)
+
+  def check(self, model_bytes: bytes, network: network_lib.Network,
+            observations: np.ndarray, normalizer, output_scale: float,
+            clipped: bool) -> ModelCheck:
+    return check_q_model(model_bytes, network, observations,
+                         self.min_agreement, self.max_regret_vs_random,
+                         normalizer, output_scale, clipped)
+
+  def fidelity(self, reference: np.ndarray, outputs: np.ndarray
+              ) -> Dict[str, float]:
+    """How a model's outputs compare with fp32's (see ModelCheck)."""
+    return q_fidelity(reference, outputs)
+
+  @staticmethod
+  def description(quantization_aware: bool) -> str:
+    if quantization_aware:
+      return ('advantages, Q-values less the state value (same argmax as '
+              'Q), in float from int8 hidden layers')
+    return ('Q-values centred over actions (same argmax as Q), divided by '
+            'output_scale (int8: clipped to [-1, 1])')
+
+
+@gin.configurable
+@dataclasses.dataclass(frozen=True)
+class ActionOutputs:
+  """Exported action models: the action itself. D4PG's builder gives these.
+
+  Args:
+    action_spec: the environment's action spec (errors are in units of half
+      its range).
+    max_mean_action_error: mean distance from the fp32 action, in units of
+      half the action range, that a model may have. Trained
+      cartpole-balance policies showed 0.03-0.07 in full int8 (int8 weights
+      alone: 0.015), a fraction of the actors' exploration noise (sigma
+      0.3); 0.05 stopped publishing halfway through a run.
+  """
+  action_spec: object
+  max_mean_action_error: float = 0.1
+
+  def unchecked(self) -> 'ActionOutputs':
+    return dataclasses.replace(self, max_mean_action_error=np.inf)
+
+  def full_range(self) -> 'ActionOutputs':
+    return self  # Actions always keep their whole range.
+
+  def prepare(self, network: network_lib.Network,
+              observations: np.ndarray) -> float:
+    del network, observations  # Converted as it is.
+    return 1.0
+
+  def check(self, model_bytes: bytes, network: network_lib.Network,
+            observations: np.ndarray, normalizer, output_scale: float,
+            clipped: bool) -> ModelCheck:
+    del output_scale, clipped  # Actions are neither scaled nor clipped.
+    return check_action_model(model_bytes, network, observations,
+                              self.action_spec, self.max_mean_action_error,
+                              normalizer)
+
+  def fidelity(self, reference: np.ndarray, outputs: np.ndarray
+              ) -> Dict[str, float]:
+    """Action errors in units of half the action range."""
+    half_range = (np.asarray(self.action_spec.maximum, np.float32) -
+                  np.asarray(self.action_spec.minimum, np.float32)) / 2
+    errors = np.abs(outputs - reference) / half_range
+    return {'mean_action_error': float(errors.mean()),
+            'max_action_error': float(errors.max())}
+
+  @staticmethod
+  def description(quantization_aware: bool) -> str:
+    del quantization_aware  # Only Q-networks train quantization-aware.
+    return 'action'
+
+
 @dataclasses.dataclass
 class ExportResult:
   precision: str
@@ -382,9 +499,8 @@ class ExportResult:
 class PolicyExporter:
   """Converts, checks and publishes models on a thread of its own.
 
-  Q-value models output centred Q-values (see `centre_q_values`) divided
-  by a scale that int8 clips above (see `scale_q_head`): the actors need
-  only their argmax. Action models output the action.
+  What the model outputs, how it is readied for conversion and how it is
+  checked is the algorithm's (`outputs`, from its builder).
 
   The train loop hands over a copy of the weights and goes on training; an
   export requested while the previous one still runs is skipped, so
@@ -392,46 +508,22 @@ class PolicyExporter:
 
   Args:
     policy_network: the learner's policy network; only its weights are read.
-    action_spec: the environment's ArraySpec; integer actions mean a
-      Q-network.
+    outputs: `QValueOutputs` or `ActionOutputs`, from the builder.
     precisions: TFLite precisions to export at each version.
     publish: called with each ExportResult that passes its check.
     model_dir: where the newest published model of each precision is kept.
-    min_agreement: greedy-action agreement with fp32 on the calibration
-      observations, ties counted as disagreements, that a Q-value model
-      needs (see ModelCheck). Collapsed CartPole networks whose action gaps
-      are 0.1% of Q agreed on 0.59-0.74 of the states fp32 visits while
-      their int8 models played as well; 0.5 is a coin on two actions.
-    max_regret_vs_random: the Q-value a Q-value model may lose against
-      fp32's greedy actions, as a fraction of what random actions lose.
-      Those networks' int8 models lost 0.07-0.11.
     equalize: even out hidden units' weight ranges before conversion (see
-      `equalize_layers`). With outputs clipped at the median it gave the
-      best agreement on all four trained checkpoints measured
+      `equalize_layers`). With Q-value outputs clipped at the median it gave
+      the best agreement on all four trained checkpoints measured
       (`benchmarks.q_fidelity`: CartPole v17000 0.535 before -> 0.896).
-    q_output_quantile: the int8 Q-model's outputs cover this quantile of
-      the calibration states' largest centred Q-value and clip the rest
-      (see `scale_q_head`); None gives them the whole range. The median
-      (0.5) had fewer ties than 0.9 on every checkpoint measured (0.2-0.8%
-      against 1.0-22%): a clipped state keeps its greedy action unless two
-      actions both clip.
-    max_mean_action_error: mean distance from the fp32 action, in units of
-      half the action range, that an action model may have. Trained
-      cartpole-balance policies showed 0.03-0.07 in full int8 (int8 weights
-      alone: 0.015), a fraction of the actors' exploration noise (sigma 0.3);
-      0.05 stopped publishing halfway through a run.
   """
 
-  def __init__(self, policy_network: network_lib.Network, action_spec,
+  def __init__(self, policy_network: network_lib.Network, outputs,
                precisions: Sequence[str],
                publish: Callable[[Sequence[ExportResult], Sequence[np.ndarray]],
                                  None],
                model_dir: str,
-               min_agreement: float = 0.5,
-               max_regret_vs_random: float = 0.25,
-               equalize: bool = True,
-               q_output_quantile: Optional[float] = 0.5,
-               max_mean_action_error: float = 0.1):
+               equalize: bool = True):
     self._quantization_aware = isinstance(
         policy_network, networks.QuantizationAwareQNetwork)
     if self._quantization_aware and tuple(precisions) != ('int8',):
@@ -446,16 +538,11 @@ class PolicyExporter:
     self._policy_network = policy_network
     self._snapshot_network = policy_network.copy(name='ExportSnapshot')
     self._snapshot_network.create_variables(policy_network.input_tensor_spec)
-    self._action_spec = action_spec
-    self._outputs_q_values = np.issubdtype(action_spec.dtype, np.integer)
+    self.outputs = outputs
     self._precisions = tuple(precisions)
     self._publish = publish
     self._model_dir = model_dir
-    self._min_agreement = min_agreement
-    self._max_regret_vs_random = max_regret_vs_random
-    self._q_output_quantile = q_output_quantile
     self._equalize = equalize
-    self._max_mean_action_error = max_mean_action_error
     self._thread: Optional[threading.Thread] = None
     self._error: Optional[BaseException] = None
     # The newest version's ExportResults; earlier ones are dropped so that a
@@ -530,8 +617,8 @@ class PolicyExporter:
       model_bytes = convert(self._snapshot_network, precision,
                             normalizer(observations), clip_outputs=clip)
       seconds = time.monotonic() - start
-      check = self._check(model_bytes, observations, normalizer,
-                          output_scale, clip)
+      check = self.outputs.check(model_bytes, self._snapshot_network,
+                                 observations, normalizer, output_scale, clip)
       result = ExportResult(precision, version, model_bytes, normalizer,
                             check, seconds)
       results.append(result)
@@ -550,36 +637,12 @@ class PolicyExporter:
 
   def _transform(self, observations, normalizer) -> float:
     """Readies the snapshot for post-training quantization, in place (same
-    argmax or actions); returns the Q-values' output scale."""
-    output_scale = 1.0
-    if self._outputs_q_values:
-      centre_q_values(self._snapshot_network)
-      if self._q_output_quantile is not None:
-        output_scale = scale_q_head(self._snapshot_network, observations,
-                                    self._q_output_quantile)
+    greedy actions); returns the output scale."""
+    output_scale = self.outputs.prepare(self._snapshot_network, observations)
     fold_normalization(self._snapshot_network, normalizer)
     if self._equalize:
       equalize_layers(self._snapshot_network)
     return output_scale
-
-  def _check(self, model_bytes, observations, normalizer, output_scale,
-             clipped) -> ModelCheck:
-    if self._outputs_q_values:
-      return check_q_model(model_bytes, self._snapshot_network, observations,
-                           self._min_agreement, self._max_regret_vs_random,
-                           normalizer, output_scale, clipped)
-    return check_action_model(model_bytes, self._snapshot_network,
-                              observations, self._action_spec,
-                              self._max_mean_action_error, normalizer)
-
-  def _output_description(self) -> str:
-    if self._quantization_aware:
-      return ('advantages, Q-values less the state value (same argmax as '
-              'Q), in float from int8 hidden layers')
-    if self._outputs_q_values:
-      return ('Q-values centred over actions (same argmax as Q), divided by '
-              'output_scale (int8: clipped to [-1, 1])')
-    return 'action'
 
   def _save(self, result: ExportResult, output_scale: float,
             weights: Sequence[np.ndarray]) -> None:
@@ -590,7 +653,8 @@ class PolicyExporter:
         os.path.join(self._model_dir, f'policy_{result.precision}'),
         result.model_bytes, result.normalizer, weights,
         version=result.version, precision=result.precision,
-        check=result.check.figures, output=self._output_description(),
+        check=result.check.figures,
+        output=self.outputs.description(self._quantization_aware),
         output_scale=output_scale)
 
 

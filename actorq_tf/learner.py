@@ -71,7 +71,8 @@ def train(root_dir: str,
   tf.random.set_seed(seed)
   env = environments.load_environment()
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
-  agent, policy_network = agents.create_agent(env, train_step)
+  algorithm = agents.check_environment(env)
+  agent, policy_network = algorithm.create_agent(env, train_step)
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   checkpointer = common.Checkpointer(
@@ -112,7 +113,8 @@ def train(root_dir: str,
 
   export_precisions = ['int8'] + (
       [actor_precision] if actor_precision in ('fp16', 'fp32') else [])
-  exporter = export.PolicyExporter(policy_network, env.action_spec(),
+  exporter = export.PolicyExporter(policy_network,
+                                   algorithm.model_outputs(env),
                                    export_precisions, publish,
                                    os.path.join(root_dir, 'models'))
   calibration = replay.RecentObservations(
@@ -232,7 +234,8 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
   the one at `step`; gin must hold the run's config (its `config.gin`)."""
   env = environments.load_environment()
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
-  agent, policy_network = agents.create_agent(env, train_step)
+  agent, policy_network = agents.check_environment(env).create_agent(
+      env, train_step)
   directory = os.path.join(root_dir, 'checkpoints')
   path = (tf.train.latest_checkpoint(directory) if step is None
           else os.path.join(directory, f'ckpt-{step}'))

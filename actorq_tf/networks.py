@@ -16,12 +16,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_model_optimization as tfmot
 from tensorflow.python.util import tf_export
-from tf_agents.environments import py_environment
 from tf_agents.networks import network
 from tf_agents.networks import sequential
 from tf_agents.specs import tensor_spec
 
-from actorq_tf import environments
 from actorq_tf.normalization import ObservationNormalizer
 
 
@@ -276,22 +274,3 @@ class DistributionalCriticNetwork(network.Network):
     for layer in self._hidden:
       features = layer(features, training=training)
     return self._logits(features), network_state
-
-
-# Random-walk steps whose statistics normalize a quantization-aware
-# network's inputs (fixed at creation; checkpoints keep them).
-NORMALIZATION_STEPS = 2000
-
-
-def policy_network_for(env: py_environment.PyEnvironment
-                      ) -> network.Network:
-  """The configured policy network for the environment's kind of actions."""
-  observation_spec = tensor_spec.from_spec(env.observation_spec())
-  if environments.is_discrete(env):
-    return create_q_network(
-        observation_spec, environments.check_discrete_actions(env),
-        example_observations=lambda: environments.random_walk_observations(
-            env, NORMALIZATION_STEPS))
-  environments.check_continuous_actions(env)
-  return create_actor_network(observation_spec,
-                              tensor_spec.from_spec(env.action_spec()))

@@ -27,11 +27,12 @@ REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
 
 def create_tables(env) -> list:
   """Replay, recent observations, one newest-model table per TFLite
-  precision, and variables."""
-  agent, policy_network = agents.create_agent(
-      env, tf.Variable(0, dtype=tf.int64))
-  tables = [replay.replay_table(agent.collect_data_spec,
-                                agent.train_sequence_length),
+  precision, and variables. The builder gives the replay items' spec
+  without an agent: the server needs no optimizers or target networks."""
+  algorithm = agents.check_environment(env)
+  policy_network = algorithm.policy_network(env)
+  tables = [replay.replay_table(algorithm.collect_data_spec(env),
+                                algorithm.sequence_length()),
             replay.recent_observations_table(env.observation_spec())]
   observation_shape = env.observation_spec().shape
   tables += [model_channel.model_table(p, observation_shape)

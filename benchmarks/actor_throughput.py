@@ -26,12 +26,12 @@ import numpy as np
 import reverb
 
 from actorq_tf import actor
+from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
-from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import server
 from actorq_tf.errors import ActorQError
@@ -80,8 +80,9 @@ def _publish_all_precisions(address, env):
   """Publishes a model of every TFLite precision; returns them by precision."""
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
+  algorithm = agents.check_environment(env)
   exporter = export.PolicyExporter(
-      networks.policy_network_for(env), env.action_spec(),
+      algorithm.policy_network(env), algorithm.model_outputs(env),
       ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
   results = exporter.export(1, environments.random_walk_observations(env, 256))
   failed = [f'{r.precision}: {r.check.reason}' for r in results
@@ -121,9 +122,11 @@ def _env_only(env, steps, direct=True):
 def _actor(address, precision, steps, pull_interval):
   """(env steps/s of the actor's loop, its status at the end)."""
   root_dir = tempfile.mkdtemp()
+  # Epsilon at its final value from the first step: the policy is measured.
+  gin.bind_parameter('epsilon_greedy.decay_steps', 0)
   actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
-                  epsilon_decay_steps=0, wait_for_first_model_s=120)
+                  wait_for_first_model_s=120)
   status = metrics.read_status(root_dir, 'actor_0')
   if status['model_share'] < MIN_MODEL_SHARE:
     raise ActorQError(
@@ -169,7 +172,8 @@ def measure(env_steps: int, repeats: int) -> dict:
                for p, s in invoke_samples.items()}
   env_step_us = 1e6 / rates[ENV_ONLY]
   return {
-      **common.describe(env, networks.policy_network_for(env)),
+      **common.describe(
+          env, agents.check_environment(env).policy_network(env)),
       'env_steps': env_steps, 'repeats': repeats,
       'steps_per_second': rates,
       'samples': samples,

@@ -12,6 +12,7 @@ environment.
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
+import functools
 import tempfile
 
 from absl import app
@@ -19,10 +20,10 @@ from absl import flags
 import numpy as np
 
 from actorq_tf import actor
+from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
-from actorq_tf import networks
 from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
@@ -38,8 +39,8 @@ PRECISIONS = ('tf', 'fp32', 'fp16', export.DYNAMIC_RANGE_INT8, 'int8')
 def measure(calls: int, repeats: int) -> dict:
   """Figures per precision for the network the parsed gin config builds."""
   env = environments.load_environment()
-  discrete = environments.is_discrete(env)
-  policy_network = networks.policy_network_for(env)
+  algorithm = agents.check_environment(env)
+  policy_network = algorithm.policy_network(env)
   observations = environments.random_walk_observations(env, 512)
 
   # The learner's own export path (snapshot, centring and scaling of
@@ -47,7 +48,8 @@ def measure(calls: int, repeats: int) -> dict:
   # each row is the model an actor of that precision would run. Nothing is
   # published; the check's verdict on an untrained network does not matter.
   with tempfile.TemporaryDirectory() as model_dir:
-    exporter = export.PolicyExporter(policy_network, env.action_spec(),
+    exporter = export.PolicyExporter(policy_network,
+                                     algorithm.model_outputs(env),
                                      PRECISIONS[1:], lambda *_: None,
                                      model_dir)
     results = {r.precision: r for r in exporter.export(0, observations)}
@@ -69,11 +71,12 @@ def measure(calls: int, repeats: int) -> dict:
         TFLiteModel(model_bytes).op_names()))
     model = TFLiteModel(model_bytes, results[precision].normalizer)
     measurements[(precision, 'us_per_call')] = (
-        model.greedy_action if discrete else model.action, observations, calls)
+        functools.partial(algorithm.model_action, model), observations,
+        calls)
     measurements[(precision, 'invoke_us')] = (
         common.invoke_only(model_bytes), observations, calls)
 
-  stock = actor.stock_greedy_policy(env, policy_network)
+  stock = actor.stock_greedy_policy(env, policy_network, algorithm)
   time_steps = []
   env.reset()
   for _ in range(64):

@@ -32,17 +32,17 @@ common.define_checkpoint_flags(episodes=10, calls=2000)
 
 CALIBRATION_EPSILON = 0.05
 
-# Exporter settings compared (see export.PolicyExporter): int8 outputs over
-# the whole range of the centred Q-values or clipped above a quantile, with
-# or without cross-layer equalization.
+# Export settings compared, (QValueOutputs.q_output_quantile,
+# PolicyExporter.equalize): int8 outputs over the whole range of the centred
+# Q-values or clipped above a quantile, with or without cross-layer
+# equalization.
 MODES = {
-    'full range (before)': dict(q_output_quantile=None, equalize=False),
-    'full range, equalized': dict(q_output_quantile=None, equalize=True),
-    'clipped at q0.99': dict(q_output_quantile=0.99, equalize=False),
-    'clipped at q0.9': dict(q_output_quantile=0.9, equalize=False),
-    'clipped at q0.9, equalized': dict(q_output_quantile=0.9, equalize=True),
-    'clipped at q0.5, equalized (default)': dict(q_output_quantile=0.5,
-                                                 equalize=True),
+    'full range (before)': (None, False),
+    'full range, equalized': (None, True),
+    'clipped at q0.99': (0.99, False),
+    'clipped at q0.9': (0.9, False),
+    'clipped at q0.9, equalized': (0.9, True),
+    'clipped at q0.5, equalized (default)': (0.5, True),
 }
 QUANTIZATION_AWARE = 'quantization-aware training'
 
@@ -65,15 +65,15 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   fp32_states, fp32_return = common.play(
       env, lambda o: fp32_greedy(o[None])[0], episodes, seed=10**6)
   rows = {}
-  modes = MODES
+  modes = {mode: (export.QValueOutputs(q_output_quantile=quantile), equalize)
+           for mode, (quantile, equalize) in MODES.items()}
   if isinstance(q_network, networks.QuantizationAwareQNetwork):
     # Trained for int8: exported as it is, with its learned ranges.
-    modes = {QUANTIZATION_AWARE: {}}
-  for mode, settings in modes.items():
+    modes = {QUANTIZATION_AWARE: (export.QValueOutputs(), True)}
+  for mode, (outputs, equalize) in modes.items():
     exporter = export.PolicyExporter(
-        q_network, env.action_spec(), ['int8'], lambda *_: None,
-        tempfile.mkdtemp(), min_agreement=0.0, max_regret_vs_random=np.inf,
-        **settings)
+        q_network, outputs.unchecked(), ['int8'], lambda *_: None,
+        tempfile.mkdtemp(), equalize=equalize)
     result = exporter.export(train_step, calibration)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)
     int8_states, int8_return = common.play(env, model.greedy_action,

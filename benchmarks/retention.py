@@ -16,6 +16,7 @@ as the learner calibrates (256 observations of exploring play).
 
   .venv/bin/python -m benchmarks.retention --run_dir runs/cartpole_seed0
 """
+import functools
 import tempfile
 from typing import Dict, Optional
 
@@ -23,6 +24,7 @@ from absl import app
 import gin
 import numpy as np
 
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
@@ -35,13 +37,13 @@ common.define_checkpoint_flags(episodes=100, calls=1000)
 # Exploration of the play that calibration observations come from, as the
 # actors explore (epsilon; sigma in half ranges).
 CALIBRATION_NOISE = {True: 0.05, False: 0.3}
-# TFLite modes: (precision, exporter settings).
+# TFLite modes: (precision, whether the exporter readies the network for
+# quantization: Q-value outputs clipped at a quantile, layers equalized).
 MODES = {
-    'fp32 TFLite': ('fp32', {}),
-    'fp16': ('fp16', {}),
-    'int8, before (full range, not equalized)': (
-        'int8', dict(q_output_quantile=None, equalize=False)),
-    'int8 (default)': ('int8', {}),
+    'fp32 TFLite': ('fp32', True),
+    'fp16': ('fp16', True),
+    'int8, before (full range, not equalized)': ('int8', False),
+    'int8 (default)': ('int8', True),
 }
 QUANTIZATION_AWARE = 'int8, quantization-aware training'
 
@@ -61,18 +63,15 @@ def _half_width(values: np.ndarray) -> float:
 def measure_run(run_dir: str, episodes: int, calls: int,
                 step: Optional[int] = None) -> Dict:
   env, network, train_step = common.restore_run(run_dir, step)
+  algorithm = agents.check_environment(env)
   discrete = environments.is_discrete(env)
   spec = env.action_spec()
-  half_range = (np.asarray(spec.maximum, np.float32) -
-                np.asarray(spec.minimum, np.float32)) / 2
 
   def fp32_outputs(observations):
     return network(observations, training=False)[0].numpy()
 
   def fp32_policy(observations):
-    outputs = fp32_outputs(observations)
-    return (np.argmax(outputs, -1) if discrete
-            else np.clip(outputs, spec.minimum, spec.maximum))
+    return algorithm.greedy_actions(fp32_outputs(observations), spec).numpy()
 
   played, _ = common.play(env, lambda o: fp32_policy(o[None])[0], 10, seed=1,
                           noise=CALIBRATION_NOISE[discrete])
@@ -90,23 +89,18 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   if isinstance(network, networks.QuantizationAwareQNetwork):
     # Trained for int8 and exported int8 only; "fp32 (TF)" is the network
     # as trained, fake-quantization included.
-    modes = {QUANTIZATION_AWARE: ('int8', {})}
-  for mode, (precision, settings) in modes.items():
+    modes = {QUANTIZATION_AWARE: ('int8', True)}
+  for mode, (precision, readied) in modes.items():
+    outputs = algorithm.model_outputs(env).unchecked()
     exporter = export.PolicyExporter(
-        network, spec, [precision], lambda *_: None, tempfile.mkdtemp(),
-        min_agreement=0.0, max_regret_vs_random=np.inf,
-        max_mean_action_error=np.inf, **settings)
+        network, outputs if readied else outputs.full_range(), [precision],
+        lambda *_: None, tempfile.mkdtemp(), equalize=readied)
     result = exporter.export(train_step, calibration)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)
-    if discrete:
-      policy, act = model.greedy_actions, model.greedy_action
-      fidelity = export.q_fidelity(reference, model.outputs(fp32_states))
-    else:
-      policy = lambda o: np.clip(model.outputs(o), spec.minimum, spec.maximum)  # pylint: disable=cell-var-from-loop
-      act = model.action
-      errors = np.abs(model.outputs(fp32_states) - reference) / half_range
-      fidelity = {'mean_action_error': float(errors.mean()),
-                  'max_action_error': float(errors.max())}
+    policy = functools.partial(algorithm.model_actions, model,
+                               action_spec=spec)
+    act = functools.partial(algorithm.model_action, model)
+    fidelity = outputs.fidelity(reference, model.outputs(fp32_states))
     returns = evaluation.greedy_returns(envs, policy, seeds)
     figures = _interval(returns)
     # Every mode plays the same seeds: the interval of the difference is

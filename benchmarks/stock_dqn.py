@@ -7,7 +7,7 @@ policy (TF, fp32) with epsilon-greedy exploration one env step at a time,
 and `agent.train` on batches from the table's dataset. What means the same as in
 an ActorQ run comes from the same gin config, so that the two learn alike
 per env step: the environment, the network's layer sizes, every DQN setting
-(`agents.create_dqn_agent`), batch size, train steps per env step
+(`dqn.create_dqn_agent`), batch size, train steps per env step
 (`replay_table.samples_per_insert` / `train.batch_size`), replay capacity and
 warm-up, and actor 0's epsilon schedule. The network is TF-Agents' plain
 fp32 QNetwork. Evaluation plays the evaluator's greedy episodes on its seeds
@@ -21,7 +21,6 @@ Writes `summary.json` (the launcher's keys for time and env steps to target,
 post-target returns and the stopping rule) and `eval/results.jsonl` in
 --root_dir.
 """
-import inspect
 import json
 import os
 import time
@@ -41,9 +40,9 @@ from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.utils import common
 
-from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import config
+from actorq_tf import dqn
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import exploration
@@ -52,19 +51,9 @@ from actorq_tf import learner
 from actorq_tf import metrics
 from actorq_tf import networks
 from actorq_tf import replay
+from actorq_tf.config import bound_parameter as bound
 from actorq_tf.errors import ActorQError
 from benchmarks.end_to_end import STOCK
-
-
-def _bound(configurable, parameter: str):
-  """`parameter` of a gin-configurable function as the run's config binds
-  it, else the function's own default (None if it has none)."""
-  try:
-    return gin.query_parameter(f'{configurable.__name__}.{parameter}')
-  except ValueError:
-    default = inspect.signature(configurable).parameters[parameter].default
-    return None if default in (inspect.Parameter.empty, gin.REQUIRED) \
-        else default
 
 
 class _EpsilonGreedy(py_policy.PyPolicy):
@@ -94,37 +83,37 @@ def train_to_target(root_dir: str, seed: int = 0,
   more) or a budget ends; returns the summary. gin holds the config."""
   start = time.monotonic()
   start_wall_time = time.time()
-  target_return = _bound(launcher.run_local, 'target_return')
+  target_return = bound(launcher.run_local, 'target_return')
   if target_return is None:
     raise ActorQError('the config binds no run_local.target_return')
   tf.random.set_seed(seed)
   np.random.seed(seed)
   env = environments.load_environment()
-  agents.check_environment(env)
-  if agents.agent_algorithm() != 'dqn':
+  algorithm = agents.check_environment(env)
+  if not isinstance(algorithm, dqn.DqnBuilder):
     raise ActorQError('the stock baseline is DQN; the config trains '
-                      f'{agents.agent_algorithm()}')
+                      f'{algorithm.name}')
   env.seed(seed)
   eval_envs = [environments.load_environment() for _ in range(
-      num_eval_episodes or _bound(evaluation.run_evaluator, 'num_episodes'))]
+      num_eval_episodes or bound(evaluation.run_evaluator, 'num_episodes'))]
   eval_seeds = [10**6 + seed * 1000 + i for i in range(len(eval_envs))]
 
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   network = q_network.QNetwork(
       env.observation_spec(), env.action_spec(),
-      fc_layer_params=tuple(_bound(networks.create_q_network,
-                                   'fc_layer_params')))
+      fc_layer_params=tuple(bound(networks.create_q_network,
+                                  'fc_layer_params')))
   network.create_variables()
-  agent = agents.create_dqn_agent(env, network, train_step)
-  batch_size = _bound(learner.train, 'batch_size')
-  train_steps_per_env_step = _bound(replay.replay_table,
-                                    'samples_per_insert') / batch_size
-  min_size = _bound(replay.replay_table, 'min_size_to_sample')
-  export_interval = _bound(learner.train, 'export_interval')
+  agent = dqn.create_dqn_agent(env, network, train_step)
+  batch_size = bound(learner.train, 'batch_size')
+  train_steps_per_env_step = bound(replay.replay_table,
+                                   'samples_per_insert') / batch_size
+  min_size = bound(replay.replay_table, 'min_size_to_sample')
+  export_interval = bound(learner.train, 'export_interval')
 
   sequence_length = agent.train_sequence_length
   table = reverb.Table(
-      replay.REPLAY_TABLE, max_size=_bound(replay.replay_table, 'capacity'),
+      replay.REPLAY_TABLE, max_size=bound(replay.replay_table, 'capacity'),
       sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
       rate_limiter=reverb.rate_limiters.MinSize(1))
   server = reverb.Server([table])
@@ -150,13 +139,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   # costs, and would slow the baseline for no reason.
   collect_policy = _EpsilonGreedy(
       py_tf_eager_policy.PyTFEagerPolicy(agent.policy, use_tf_function=True),
-      exploration.EpsilonGreedy(
-          env.action_spec().maximum + 1,
-          final_epsilon=exploration.actor_epsilon(0, 1),
-          decay_steps=_bound(actor.run_actor, 'epsilon_decay_steps'),
-          seed=seed,
-          repeat_exponent=_bound(actor.run_actor,
-                                 'random_action_repeat_exponent')),
+      algorithm.explorer(env, actor_index=0, num_actors=1, seed=seed),
       lambda: env_steps[0])
 
   def count_env_step(trajectory):
@@ -175,7 +158,7 @@ def train_to_target(root_dir: str, seed: int = 0,
 
   rule = evaluation.StoppingRule(
       'return_fp32', target_return,
-      _bound(launcher.run_local, 'target_evaluations_in_a_row'))
+      bound(launcher.run_local, 'target_evaluations_in_a_row'))
   results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,

@@ -9,10 +9,10 @@ import time
 
 import numpy as np
 
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import model_channel
-from actorq_tf import networks
 from conftest import PROJECT_ROOT
 
 
@@ -32,7 +32,7 @@ def publish_policy(server_address, version, precisions=('int8',),
                    q_network=None, publish_variables=True):
   """Exports the configured Q-network and publishes models and variables."""
   env = environments.load_environment()
-  q_network = q_network or networks.policy_network_for(env)
+  q_network = q_network or agents.builder().policy_network(env)
   client = model_channel.wait_for_server(server_address, 10)
   publisher = model_channel.ModelPublisher(client)
 
@@ -43,7 +43,7 @@ def publish_policy(server_address, version, precisions=('int8',),
           result.normalizer))
 
   exporter = export.PolicyExporter(
-      q_network, env.action_spec(), precisions,
+      q_network, agents.builder().model_outputs(env), precisions,
       publisher.publish_exports if publish_variables else publish_models_only,
       model_dir=tempfile.mkdtemp())
   exporter.export(version, cartpole_observations())

@@ -10,6 +10,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import actor
+from actorq_tf import agents
+from actorq_tf import dqn
 from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
@@ -80,7 +82,7 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=200)
   env = environments.load_environment()
-  agent = agents.create_dqn_agent(env, networks.policy_network_for(env),
+  agent = dqn.create_dqn_agent(env, agents.builder().policy_network(env),
                                   tf.Variable(0, dtype=tf.int64))
   length = agent.train_sequence_length  # n-step windows: n + 1 steps
   assert length > 2
@@ -105,7 +107,7 @@ def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
   publish_policy(reverb_server, version=10)
-  policy = actor.TFLiteActorPolicy(client, 'int8', env)
+  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder())
   assert policy.update(wait=True)
   assert policy.version == 10
   three_actions = networks.create_q_network(
@@ -128,7 +130,7 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
   publish_policy(reverb_server, version=10)
-  policy = actor.TFLiteActorPolicy(client, 'int8', env)
+  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder())
   assert policy.update(wait=True)
   good = model_channel.ModelPuller(client, 'int8').pull_newer()
   observation = env.reset().observation
@@ -231,7 +233,8 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
   exporter = export.PolicyExporter(
-      networks.policy_network_for(env), env.action_spec(), ['int8'],
+      agents.builder().policy_network(env),
+      agents.builder().model_outputs(env), ['int8'],
       publisher.publish_exports, str(tmp_path / 'models'))
   rng = np.random.default_rng(0)
   observations = rng.normal(size=(256, 5)).astype(np.float32)

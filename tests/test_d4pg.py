@@ -76,7 +76,7 @@ def test_critic_loss_falls_on_a_fixed_batch(pendulum_config):
   del pendulum_config
   tf.random.set_seed(0)
   env = environments.load_environment()
-  agent, _ = agents.create_agent(env, tf.Variable(0, dtype=tf.int64))
+  agent, _ = agents.builder().create_agent(env, tf.Variable(0, dtype=tf.int64))
   rng = np.random.default_rng(0)
   batch, length = 64, agent.train_sequence_length
   # Terminal transitions: each target is a point (its reward), whose
@@ -104,7 +104,7 @@ def test_critic_loss_falls_on_a_fixed_batch(pendulum_config):
 def test_actor_network_stays_within_the_action_bounds(pendulum_config):
   del pendulum_config
   env = environments.load_environment()
-  agent, actor_network = agents.create_agent(
+  agent, actor_network = agents.builder().create_agent(
       env, tf.Variable(0, dtype=tf.int64))
   assert actor_network is agent.actor_network
   weights = actor_network.get_weights()
@@ -143,7 +143,7 @@ def test_a_checkpoint_restores_networks_targets_and_optimizers(
 
   def trained_agent(train_steps):
     train_step = tf.Variable(0, dtype=tf.int64)
-    agent, _ = agents.create_agent(env, train_step)
+    agent, _ = agents.builder().create_agent(env, train_step)
     length = agent.train_sequence_length
     experience = _trajectories(
         step_types=np.full((8, length), MID),

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import metrics
-from actorq_tf import networks
 from actorq_tf.interpreter import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
@@ -135,7 +135,7 @@ def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
     model = TFLiteModel(model_bytes, normalizer)
     assert _play_on_the_evaluators_seeds(
         model.greedy_actions) == target['return_int8']
-    q_network = networks.policy_network_for(environments.load_environment())
+    q_network = agents.builder().policy_network(environments.load_environment())
     tf.train.Checkpoint(policy_network=q_network).read(os.path.join(
         os.path.dirname(summary['model_path']),
         evaluation.KEPT_CHECKPOINT)).assert_existing_objects_matched()

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from actorq_tf import config
+from actorq_tf import d4pg
 from actorq_tf import environments
 from actorq_tf.errors import ActorQError
 
@@ -12,7 +13,7 @@ def test_control_suite_tasks_load_flat_and_seeded():
   env = environments.load_environment('cartpole-balance')
   assert env.observation_spec().shape == (5,)
   assert env.observation_spec().dtype == np.float32
-  assert environments.check_continuous_actions(env) == 1
+  assert d4pg.action_size(env) == 1
   env.seed(7)
   first = env.reset().observation
   env.seed(7)

@@ -14,7 +14,6 @@ from actorq_tf.normalization import ObservationNormalizer
 from actorq_tf.interpreter import TFLiteModel
 
 OBSERVATION_SPEC = tensor_spec.TensorSpec([4], tf.float32)
-CARTPOLE_ACTIONS = array_spec.BoundedArraySpec((), np.int64, 0, 1)
 PENDULUM_ACTIONS = array_spec.BoundedArraySpec((1,), np.float32, -2.0, 2.0)
 
 
@@ -137,10 +136,11 @@ def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
 def test_check_refuses_a_badly_calibrated_model_and_passes_a_good_one(
     tmp_path):
   network, observations = _lopsided_network_and_states()
-  exporter = export.PolicyExporter(network, CARTPOLE_ACTIONS, ['int8'],
+  exporter = export.PolicyExporter(network, export.QValueOutputs(), ['int8'],
                                    lambda *_: None, str(tmp_path))
   assert exporter.export(1, observations)[0].check.passed
-  thresholds = exporter._min_agreement, exporter._max_regret_vs_random
+  thresholds = (exporter.outputs.min_agreement,
+                exporter.outputs.max_regret_vs_random)
   good = export.convert(network, 'int8', observations)
   assert export.check_q_model(good, network, observations,
                               *thresholds).passed
@@ -213,8 +213,9 @@ def test_exporter_publishes_checked_models_and_saves_them(tmp_path):
   published = []
   network = _network()
   exporter = export.PolicyExporter(
-      network, CARTPOLE_ACTIONS, ['int8', 'fp32'], lambda results, weights: published.append(
-          (results, weights)), str(tmp_path))
+      network, export.QValueOutputs(), ['int8', 'fp32'],
+      lambda results, weights: published.append((results, weights)),
+      str(tmp_path))
   results = exporter.export(7, _observations())
   assert [r.precision for r in results] == ['int8', 'fp32']
   assert len(published) == 1
@@ -233,7 +234,8 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
   weights[2][:] = np.nan
   network.set_weights(weights)
   exporter = export.PolicyExporter(
-      network, CARTPOLE_ACTIONS, ['int8'], lambda *args: published.append(args), str(tmp_path))
+      network, export.QValueOutputs(), ['int8'],
+      lambda *args: published.append(args), str(tmp_path))
   exporter.export(3, _observations())
   assert not published
   assert not exporter.results  # Not even converted.
@@ -244,8 +246,8 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
 def test_async_export_runs_off_the_caller_and_skips_when_busy(tmp_path):
   published = []
   exporter = export.PolicyExporter(
-      _network(), CARTPOLE_ACTIONS, ['int8'], lambda results, _: published.append(results[0]),
-      str(tmp_path))
+      _network(), export.QValueOutputs(), ['int8'],
+      lambda results, _: published.append(results[0]), str(tmp_path))
   assert exporter.export_async(1, _observations())
   assert not exporter.export_async(2, _observations())  # still converting
   exporter.wait()
@@ -262,7 +264,7 @@ def test_int8_action_model_stays_close_to_fp32_actions(tmp_path):
   published = []
   network = _actor_network()
   exporter = export.PolicyExporter(
-      network, PENDULUM_ACTIONS, ['int8'],
+      network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
       lambda results, _: published.extend(results), str(tmp_path))
   observations = _observations()
   (result,) = exporter.export(4, observations)
@@ -302,9 +304,9 @@ def test_models_too_large_for_one_update_are_refused_before_training(
   monkeypatch.setattr(model_channel, 'MAX_MODEL_BYTES', 100_000)
   with pytest.raises(ActorQError, match='the fp32 model is 270,344 bytes, '
                      'over the 100,000 bytes'):
-    export.PolicyExporter(q_network, env.action_spec(), ['int8', 'fp32'],
+    export.PolicyExporter(q_network, export.QValueOutputs(), ['int8', 'fp32'],
                           lambda *_: None, str(tmp_path))
-  export.PolicyExporter(q_network, env.action_spec(), ['int8'],
+  export.PolicyExporter(q_network, export.QValueOutputs(), ['int8'],
                         lambda *_: None, str(tmp_path))
 
 

@@ -97,7 +97,8 @@ def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):
   # made at the first train step after a resume would start from zero.
   del cartpole_gin
   env = environments.load_environment()
-  agent, q_network = agents.create_agent(env, tf.Variable(0, dtype=tf.int64))
+  agent, q_network = agents.builder().create_agent(
+      env, tf.Variable(0, dtype=tf.int64))
   # pylint: disable-next=protected-access
   slots = agent._optimizer.variables
   # iterations, then two moments per trainable variable.

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from actorq_tf import actor
+from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
@@ -28,7 +29,7 @@ def test_quantization_aware_network_is_normalized_and_dueling(
     quantization_aware):
   del quantization_aware
   env = environments.load_environment()
-  q_network = networks.policy_network_for(env)
+  q_network = agents.builder().policy_network(env)
   assert isinstance(q_network, networks.QuantizationAwareQNetwork)
   normalizer = q_network.observation_normalizer
   observations = environments.random_walk_observations(env, 500, seed=3)
@@ -55,8 +56,9 @@ def test_quantization_aware_network_exports_int8_only(quantization_aware):
   del quantization_aware
   env = environments.load_environment()
   with pytest.raises(ActorQError, match='exports int8 only'):
-    export.PolicyExporter(networks.policy_network_for(env), env.action_spec(),
-                          ['int8', 'fp32'], lambda *_: None, '/tmp/unused')
+    export.PolicyExporter(agents.builder().policy_network(env),
+                          export.QValueOutputs(), ['int8', 'fp32'],
+                          lambda *_: None, '/tmp/unused')
 
 
 def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
@@ -90,7 +92,7 @@ def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
   assert isinstance(q_network, networks.QuantizationAwareQNetwork)
   # The int8 model computes what the restored network was trained to: its
   # greedy action on nearly all states, with no ties to speak of.
-  exporter = export.PolicyExporter(q_network, env.action_spec(), ['int8'],
+  exporter = export.PolicyExporter(q_network, export.QValueOutputs(), ['int8'],
                                    lambda *_: None, str(tmp_path / 'export'))
   observations = environments.random_walk_observations(env, 500, seed=4)
   result, = exporter.export(step, observations)
@@ -114,7 +116,7 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
     quantization_aware, reverb_server, tmp_path):
   del quantization_aware
   env = environments.load_environment()
-  q_network = networks.policy_network_for(env)
+  q_network = agents.builder().policy_network(env)
   # Fake-quantization ranges are learned in training passes; before the
   # first, every output is the same and the export check refuses the model.
   q_network(environments.random_walk_observations(env, 256), training=True)

@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import agents
+from actorq_tf import dqn
 from actorq_tf import environments
-from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import server
 from helpers import publish_policy
@@ -14,7 +14,7 @@ from helpers import publish_policy
 
 def _dataset(address, batch_size):
   env = environments.load_environment()
-  agent = agents.create_dqn_agent(env, networks.policy_network_for(env),
+  agent = dqn.create_dqn_agent(env, agents.builder().policy_network(env),
                                   tf.Variable(0, dtype=tf.int64))
   return replay.replay_dataset(agent.collect_data_spec,
                                agent.train_sequence_length, address,
