@@ -22,6 +22,7 @@ from tf_agents.trajectories.time_step import StepType
 from actorq_tf import PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
+from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
@@ -38,6 +39,8 @@ _MID = np.asarray(StepType.MID, np.int32)
 _LAST = np.asarray(StepType.LAST, np.int32)
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
+# Random-walk steps whose spread sets the novelty bonus's cells.
+NOVELTY_WALK_STEPS = 2000
 
 
 class TFLiteActorPolicy:
@@ -243,6 +246,12 @@ def run_actor(root_dir: str,
       policy = TFLiteActorPolicy(client, precision, env, algorithm,
                                  seed=actor_seed)
     explorer = algorithm.explorer(env, actor_index, num_actors, actor_seed)
+    # A walk in an environment of its own: the actor's episodes keep their
+    # seeds.
+    novelty = exploration.CountBonus(
+        lambda: environments.random_walk_observations(
+            environments.load_environment(), NOVELTY_WALK_STEPS,
+            seed=actor_seed))
 
     role = f'actor_{actor_index}'
     summary_writer = metrics.summary_writer(root_dir, role)
@@ -322,7 +331,9 @@ def run_actor(root_dir: str,
       next_step_type = _LAST if last else _MID
       experience_writer.write(trajectory_lib.Trajectory(
           step_type=step_type, observation=observation, action=action,
-          policy_info=(), next_step_type=next_step_type, reward=reward,
+          policy_info=(), next_step_type=next_step_type,
+          reward=(np.float32(reward + novelty(next_observation))
+                  if novelty.enabled else reward),
           discount=discount))
       steps += 1
       episode_return += float(reward)
@@ -351,10 +362,12 @@ def run_actor(root_dir: str,
         rate = steps_per_second.rate(steps)
         mean_return = (float(np.mean(recent_returns)) if recent_returns
                        else None)
+        novelty_figures = novelty.summary() if novelty.enabled else {}
         status = report(
             env_steps_per_second=rate, episode_return=mean_return,
             model_pull_seconds=pull_seconds,
-            replay_blocked_seconds=experience_writer.blocked_seconds)
+            replay_blocked_seconds=experience_writer.blocked_seconds,
+            novelty=novelty_figures)
         with summary_writer.as_default(step=steps):
           tf.summary.scalar('actor/env_steps_per_second', rate)
           tf.summary.scalar('actor/model_version', policy.version)
@@ -369,6 +382,8 @@ def run_actor(root_dir: str,
             tf.summary.text('actor/last_refusal', status['last_refusal'])
           for name, value in explorer.summary(steps).items():
             tf.summary.scalar(f'actor/{name}', value)
+          for name, value in novelty_figures.items():
+            tf.summary.scalar(f'actor/novelty/{name}', value)
           if mean_return is not None:
             tf.summary.scalar('actor/episode_return', mean_return)
             tf.summary.scalar('actor/episode_length',

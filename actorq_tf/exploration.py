@@ -1,11 +1,13 @@
-"""The exploration actors add to their policy's actions, in Python, and how
-it spreads across actors."""
-from typing import Dict, Optional
+"""The exploration actors add to their policy's actions, in Python, how it
+spreads across actors, and the novelty bonus they may add to rewards."""
+import math
+from typing import Callable, Dict, Optional
 
 import gin
 import numpy as np
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.normalization import ObservationNormalizer
 
 
 @gin.configurable
@@ -113,3 +115,60 @@ class GaussianNoise:
   def summary(self, step: int) -> Dict[str, float]:
     del step
     return {'sigma': self.sigma}
+
+
+@gin.configurable
+class CountBonus:
+  """A count-based novelty bonus on the rewards an actor sends to replay.
+
+  Observations are normalized and cut into cells of `cell_size` (in
+  units of the normalizer's scale, as tile coding does); the n-th visit of
+  a cell earns `scale / sqrt(n)` (the bonus of MBIE-EB, Strehl and Littman
+  2008). Q-learning then values the way to cells seen less: directed
+  exploration, where epsilon-greedy only dithers. Made for
+  low-dimensional observations such as MountainCar's; a cell grid of many
+  dimensions has too many cells to count. Episode returns, evaluations and
+  the target stay the environment's own. Counts are the actor's and start
+  afresh when it restarts.
+
+  Args:
+    example_observations: called once, if enabled: observations whose
+      mean and spread set the normalization (e.g. a random walk's).
+    scale: the first visit's bonus; 0 disables it.
+    cell_size: a cell's width in normalized units.
+  """
+
+  def __init__(self, example_observations: Callable[[], np.ndarray],
+               scale: float = 0.0, cell_size: float = 0.5):
+    if scale < 0 or cell_size <= 0:
+      raise ActorQError(f'a count bonus needs scale >= 0 and cell_size > 0, '
+                        f'not {scale} and {cell_size}')
+    self.scale = scale
+    self._normalizer = (
+        ObservationNormalizer.from_observations(example_observations())
+        if scale > 0 else None)
+    self._cell_size = cell_size
+    self._counts: Dict[tuple, int] = {}
+    self._total = 0.0
+    self._steps = 0
+
+  @property
+  def enabled(self) -> bool:
+    return self.scale > 0
+
+  def __call__(self, observation: np.ndarray) -> float:
+    """The bonus for reaching `observation` (counted as a visit)."""
+    cell = tuple(np.floor(self._normalizer(observation) / self._cell_size
+                         ).astype(np.int64).tolist())
+    count = self._counts.get(cell, 0) + 1
+    self._counts[cell] = count
+    bonus = self.scale / math.sqrt(count)
+    self._total += bonus
+    self._steps += 1
+    return bonus
+
+  def summary(self) -> Dict[str, float]:
+    """Cells visited so far and the mean bonus since the last summary."""
+    mean = self._total / self._steps if self._steps else 0.0
+    self._total, self._steps = 0.0, 0
+    return {'visited_cells': len(self._counts), 'mean_bonus': mean}

@@ -123,7 +123,8 @@ def _actor(address, precision, steps, pull_interval):
   """(env steps/s of the actor's loop, its status at the end)."""
   root_dir = tempfile.mkdtemp()
   # Epsilon at its final value from the first step: the policy is measured.
-  gin.bind_parameter('epsilon_greedy.decay_steps', 0)
+  with gin.unlock_config():
+    gin.bind_parameter('epsilon_greedy.decay_steps', 0)
   actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
                   wait_for_first_model_s=120)

@@ -2,6 +2,7 @@
 import contextlib
 import os
 
+import gin
 import numpy as np
 import pytest
 import reverb
@@ -68,6 +69,25 @@ def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
   assert 0.25 < np.mean(actions == 1) < 0.75
 
 
+def test_a_novelty_bonus_goes_into_replay_rewards_only(reverb_server,
+                                                       tmp_path):
+  with gin.unlock_config():
+    gin.bind_parameter('CountBonus.scale', 0.5)
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
+  status = metrics.read_status(str(tmp_path), 'actor_0')
+  assert status['episodes'] > 0
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
+      rate_limiter_timeout_ms=10_000)
+  first_steps = [sample.data for sample in
+                 dataset.take(200).as_numpy_iterator()]
+  # CartPole pays 1 per step; the boundary pseudo-steps, 0.
+  rewards = np.array([data.reward[0] for data in first_steps
+                      if data.step_type[0] != StepType.LAST])
+  assert np.all((rewards > 1.0) & (rewards <= 1.5)), rewards
+  assert rewards.max() == pytest.approx(1.5)  # a first visit
+
+
 def test_an_actor_that_waits_for_a_model_fails_when_none_comes(
     reverb_server, tmp_path):
   with pytest.raises(ActorQError, match=r'no model was accepted within 1 s '
@@ -78,12 +98,11 @@ def test_an_actor_that_waits_for_a_model_fails_when_none_comes(
 
 def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
                                                           tmp_path):
-  from actorq_tf import agents  # pylint: disable=g-import-not-at-top
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=200)
   env = environments.load_environment()
   agent = dqn.create_dqn_agent(env, agents.builder().policy_network(env),
-                                  tf.Variable(0, dtype=tf.int64))
+                               tf.Variable(0, dtype=tf.int64))
   length = agent.train_sequence_length  # n-step windows: n + 1 steps
   assert length > 2
   dataset = replay.replay_dataset(agent.collect_data_spec, length,

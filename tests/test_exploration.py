@@ -4,6 +4,7 @@ import pytest
 from tf_agents.specs import array_spec
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.exploration import CountBonus
 from actorq_tf.exploration import EpsilonGreedy
 from actorq_tf.exploration import GaussianNoise
 from actorq_tf.exploration import actor_sigma
@@ -83,3 +84,28 @@ def test_exploration_sigmas_spread_across_actors():
   assert sigmas[2] == pytest.approx(0.3)
   assert sigmas[4] == pytest.approx(0.15)
   assert sigmas == sorted(sigmas, reverse=True)
+
+
+def test_count_bonus_falls_with_visits_and_is_fresh_in_new_cells():
+  # Mean 0 and spread 1: cells are unit squares of the raw observation.
+  walk = np.array([[-1.0, -1.0], [1.0, 1.0]], np.float32)
+  bonus = CountBonus(lambda: walk, scale=2.0, cell_size=1.0)
+  here = np.array([0.2, 0.2], np.float32)
+  first = [bonus(here) for _ in range(4)]
+  assert first == pytest.approx([2.0, 2.0 / np.sqrt(2), 2.0 / np.sqrt(3), 1.0])
+  # The same cell, then a new one.
+  assert bonus(np.array([0.9, 0.9], np.float32)) == pytest.approx(
+      2.0 / np.sqrt(5))
+  assert bonus(np.array([3.5, 0.2], np.float32)) == 2.0
+  figures = bonus.summary()
+  assert figures['visited_cells'] == 2
+  assert figures['mean_bonus'] == pytest.approx(
+      (sum(first) + 2.0 / np.sqrt(5) + 2.0) / 6)
+
+
+def test_count_bonus_is_off_by_default_and_then_walks_nowhere():
+  def no_walk():
+    raise AssertionError('a disabled bonus needs no observations')
+  assert not CountBonus(no_walk).enabled
+  with pytest.raises(ActorQError, match='scale >= 0'):
+    CountBonus(no_walk, scale=-1.0)
