@@ -26,6 +26,7 @@ from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
@@ -253,9 +254,9 @@ def run_actor(root_dir: str,
             environments.load_environment(), NOVELTY_WALK_STEPS,
             seed=actor_seed))
 
-    role = f'actor_{actor_index}'
+    role = run_directory.actor_role(actor_index)
     summary_writer = metrics.summary_writer(root_dir, role)
-    previous_run = metrics.read_status(root_dir, role) or {}
+    previous_run = run_directory.read_status(root_dir, role) or {}
     steps = previous_run.get('env_steps', 0)
     episodes = previous_run.get('episodes', 0)
     # Env steps whose action no model chose (none had arrived yet): shown
@@ -388,7 +389,7 @@ def run_actor(root_dir: str,
             tf.summary.scalar('actor/episode_return', mean_return)
             tf.summary.scalar('actor/episode_length',
                               np.mean(recent_lengths))
-        metrics.write_status(root_dir, role, **status)
+        run_directory.write_status(root_dir, role, **status)
         recent_steps, recent_steps_without_model = steps, steps_without_model
         recent_returns, recent_lengths = [], []
         next_status_time = time.monotonic() + status_interval_s
@@ -398,8 +399,8 @@ def run_actor(root_dir: str,
     loop_seconds = time.monotonic() - loop_start
     experience_writer.close()
     summary_writer.close()
-    metrics.write_status(root_dir, role, **report(stopped=True,
-                                                  loop_seconds=loop_seconds))
+    run_directory.write_status(root_dir, role, **report(stopped=True,
+                               loop_seconds=loop_seconds))
     return steps
   finally:
     watchdog.stop()

@@ -26,13 +26,12 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import load_untrusted_model
 from actorq_tf.watchdog import ProgressWatchdog
 
-RESULTS_FILE = os.path.join('eval', 'results.jsonl')
-VERSIONS_DIR = os.path.join('eval', 'versions')
 # What an evaluated version leaves in its directory: the int8 model and,
 # beside it, its normalizer and the fp32 weights it was evaluated against
 # (export.save_model_files), and those weights as a TF checkpoint.
@@ -41,7 +40,7 @@ KEPT_CHECKPOINT = 'fp32_network'
 
 
 def version_dir(root_dir: str, version: int) -> str:
-  return os.path.join(root_dir, VERSIONS_DIR, f'v{version}')
+  return os.path.join(root_dir, run_directory.EVAL_VERSIONS_DIR, f'v{version}')
 
 
 def retention(int8_return: float, fp32_return: float):
@@ -89,7 +88,7 @@ def read_results(root_dir: str) -> List[Dict]:
   """Every evaluation so far; a line cut short by a killed evaluator is
   left out."""
   try:
-    with open(os.path.join(root_dir, RESULTS_FILE)) as f:
+    with open(os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)) as f:
       lines = [line for line in f if line.strip()]
   except FileNotFoundError:
     return []
@@ -98,7 +97,8 @@ def read_results(root_dir: str) -> List[Dict]:
     try:
       results.append(json.loads(line))
     except json.JSONDecodeError:
-      logging.warning('Skipping a damaged line of %s.', RESULTS_FILE)
+      logging.warning('Skipping a damaged line of %s.',
+                      run_directory.EVAL_RESULTS_FILE)
   return results
 
 
@@ -179,8 +179,9 @@ def run_evaluator(root_dir: str,
                        default=0)
   watchdog = ProgressWatchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
-  summary_writer = metrics.summary_writer(root_dir, 'eval')
-  results_path = os.path.join(root_dir, RESULTS_FILE)
+  summary_writer = metrics.summary_writer(root_dir,
+                                          run_directory.EVALUATOR_ROLE)
+  results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
 
   @tf.function(input_signature=[tf.TensorSpec(
@@ -233,7 +234,8 @@ def run_evaluator(root_dir: str,
             len(unmatched_versions))
         status.update(evaluations=evaluations,
                       unmatched_versions=len(unmatched_versions))
-        metrics.write_status(root_dir, 'eval', **status)
+        run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
+                                   **status)
         with summary_writer.as_default(step=model.version):
           tf.summary.scalar('eval/unmatched_versions',
                             len(unmatched_versions))
@@ -283,7 +285,8 @@ def run_evaluator(root_dir: str,
     status.update(
         evaluations=evaluations, unmatched_versions=len(unmatched_versions),
         **{k: v for k, v in result.items() if not k.startswith('returns')})
-    metrics.write_status(root_dir, 'eval', **status)
+    run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
+                               **status)
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
   watchdog.stop()
   summary_writer.close()
@@ -304,9 +307,9 @@ def _keep_version(root_dir: str, model, policy_network, checkpoint,
         evaluation={k: v for k, v in result.items() if k != 'time'})
     checkpoint.write(os.path.join(directory, KEPT_CHECKPOINT))
 
-  metrics.write_directory_atomically(version_dir(root_dir, model.version),
-                                     fill)
-  parent = os.path.join(root_dir, VERSIONS_DIR)
+  run_directory.write_directory_atomically(version_dir(root_dir, model.version),
+                                           fill)
+  parent = os.path.join(root_dir, run_directory.EVAL_VERSIONS_DIR)
   versions = sorted(int(name[1:]) for name in os.listdir(parent)
                     if name.startswith('v') and name[1:].isdigit())
   for old in versions[:-kept_versions]:

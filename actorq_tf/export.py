@@ -19,9 +19,9 @@ import tensorflow as tf
 from tf_agents.networks import network as network_lib
 
 from actorq_tf import TFLITE_PRECISIONS
-from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
 from actorq_tf.interpreter import TFLiteModel
@@ -670,7 +670,7 @@ def save_model_files(path: str, model_bytes: bytes,
   with open(path + '.network.npz.tmp', 'wb') as f:
     np.savez(f, *weights)
   os.replace(path + '.network.npz.tmp', path + '.network.npz')
-  metrics.write_json_atomically(path + '.json', {
+  run_directory.write_json_atomically(path + '.json', {
       **description,
       'observation_shift': normalizer.shift.tolist(),
       'observation_scale': normalizer.scale.tolist(),

@@ -9,7 +9,6 @@ A run directory without a summary is resumed by the same command.
 """
 import dataclasses
 import functools
-import importlib.metadata
 import json
 import os
 import random
@@ -27,11 +26,9 @@ from actorq_tf import energy
 from actorq_tf import evaluation
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SUMMARY_FILE = 'summary.json'
-RUN_IDENTITY_FILE = 'run.json'
 
 
 @dataclasses.dataclass
@@ -75,13 +72,13 @@ class RoleProcess:
   def _start(self) -> None:
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (PROJECT_ROOT, env.get('PYTHONPATH')) if p)
+        p for p in (run_directory.PROJECT_ROOT, env.get('PYTHONPATH')) if p)
     with open(self.log_path, 'ab') as log:
       # A session of its own: Ctrl-C reaches only the launcher, which then
       # stops the roles in order.
       self.process = subprocess.Popen(
           self._command, stdout=log, stderr=subprocess.STDOUT,
-          stdin=subprocess.DEVNULL, env=env, cwd=PROJECT_ROOT,
+          stdin=subprocess.DEVNULL, env=env, cwd=run_directory.PROJECT_ROOT,
           start_new_session=True)
     self.started = time.monotonic()
 
@@ -125,7 +122,6 @@ def _target_metric(precision: str) -> str:
   return 'return_int8' if precision == 'int8' else 'return_fp32'
 
 
-KEPT_MODELS_DIR = 'models'
 
 
 class _ResultKeeper:
@@ -174,14 +170,14 @@ class _ResultKeeper:
     return True
 
   def model_path(self, name: str) -> str:
-    return os.path.join(self._root_dir, KEPT_MODELS_DIR, name,
+    return os.path.join(self._root_dir, run_directory.MODELS_DIR, name,
                         evaluation.KEPT_MODEL + '.tflite')
 
   def _keep(self, result: Dict, name: str) -> bool:
     source = evaluation.version_dir(self._root_dir, result['version'])
     try:
-      metrics.write_directory_atomically(
-          os.path.join(self._root_dir, KEPT_MODELS_DIR, name),
+      run_directory.write_directory_atomically(
+          os.path.join(self._root_dir, run_directory.MODELS_DIR, name),
           lambda destination: shutil.copytree(source, destination))
     except OSError as e:
       self._log(f'WARNING: could not keep evaluated version '
@@ -238,9 +234,10 @@ def run_local(settings: RunSettings,
                                  target_return, target_evaluations_in_a_row)
   meter = (energy.EnergyMeter(settings.energy_country)
            if settings.energy_country else None)
-  resumed = os.path.exists(os.path.join(root_dir, RUN_IDENTITY_FILE))
+  resumed = os.path.exists(
+      os.path.join(root_dir, run_directory.RUN_IDENTITY_FILE))
   earlier_launches = _claim_run_directory(settings)
-  log_dir = os.path.join(root_dir, 'logs')
+  log_dir = os.path.join(root_dir, run_directory.LOGS_DIR)
 
   interrupted = _Interrupted()
   port = portpicker.pick_unused_port()
@@ -261,7 +258,7 @@ def run_local(settings: RunSettings,
   energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
   start = time.monotonic()
   start_wall_time = time.time()
-  roles = [RoleProcess('reverb_server', 'binaries.reverb_server_main',
+  roles = [RoleProcess(run_directory.SERVER_ROLE, 'binaries.reverb_server_main',
                        common_args + ['--port', str(port)], log_dir)]
   summary = {
       'precision': settings.actor_precision,
@@ -274,7 +271,7 @@ def run_local(settings: RunSettings,
       'train_steps_to_target': None,
       'num_actors': settings.num_actors,
       'seed': settings.seed,
-      'code_version': code_version(),
+      'code_version': run_directory.code_version(),
       'start_time': start_wall_time,
       'gin_files': list(settings.gin_files),
       'gin_bindings': list(settings.gin_bindings),
@@ -290,14 +287,15 @@ def run_local(settings: RunSettings,
   try:
     _wait_for_role_server(roles[0], address, interrupted)
     # This process measures the whole machine, learner included.
-    roles.append(RoleProcess('learner', 'binaries.learner_main',
+    roles.append(RoleProcess(run_directory.LEARNER_ROLE,
+                             'binaries.learner_main',
                              client_args + precision_args +
                              ['--notrack_energy'], log_dir))
-    roles.append(RoleProcess('eval', 'binaries.eval_main', client_args,
-                             log_dir))
+    roles.append(RoleProcess(run_directory.EVALUATOR_ROLE,
+                             'binaries.eval_main', client_args, log_dir))
     for i in range(settings.num_actors):
       roles.append(RoleProcess(
-          f'actor_{i}', 'binaries.actor_main',
+          run_directory.actor_role(i), 'binaries.actor_main',
           client_args + precision_args +
           ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
           log_dir))
@@ -401,9 +399,10 @@ def run_local(settings: RunSettings,
           settings.actor_precision),
       # Share of each actor's env steps whose action a model chose (the
       # rest came before its first model) and versions it refused.
-      actor_model_share={f'actor_{i}': a.get('model_share')
+      actor_model_share={run_directory.actor_role(i): a.get('model_share')
                          for i, a in enumerate(progress['actors'])},
-      actor_refused_versions={f'actor_{i}': a.get('refused_versions', 0)
+      actor_refused_versions={run_directory.actor_role(i):
+                              a.get('refused_versions', 0)
                               for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles})
@@ -413,7 +412,8 @@ def run_local(settings: RunSettings,
                          int(time.monotonic() - start))
     energy_writer.close()
     summary.update(reading.as_summary())
-  metrics.write_json_atomically(os.path.join(root_dir, SUMMARY_FILE), summary)
+  run_directory.write_json_atomically(
+      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
   if error is not None:
     raise ActorQError(error)
   return summary
@@ -436,24 +436,6 @@ def _resumable(summary: Dict) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def code_version() -> str:
-  """The git commit of the code that runs (with '-dirty' for uncommitted
-  changes), or the installed package's version outside a git checkout."""
-  try:
-    described = subprocess.run(
-        ['git', '-C', PROJECT_ROOT, 'describe', '--always', '--dirty',
-         '--abbrev=12', '--exclude=*'], capture_output=True, text=True,
-        timeout=10, check=True).stdout.strip()
-    if described:
-      return f'git {described}'
-  except (OSError, subprocess.SubprocessError):
-    pass
-  try:
-    return f'actorq-tf {importlib.metadata.version("actorq-tf")}'
-  except importlib.metadata.PackageNotFoundError:
-    return 'unknown'
-
-
 def _claim_run_directory(settings: RunSettings) -> List[Dict]:
   """Makes root_dir this run's; returns the summaries of earlier launches
   of an unfinished (interrupted or failed) run there, which it resumes.
@@ -462,7 +444,7 @@ def _claim_run_directory(settings: RunSettings) -> List[Dict]:
   directory holding another run is refused, not mixed.
   """
   root_dir = settings.root_dir
-  summary_path = os.path.join(root_dir, SUMMARY_FILE)
+  summary_path = os.path.join(root_dir, run_directory.SUMMARY_FILE)
   earlier_launches = []
   if os.path.exists(summary_path):
     try:
@@ -471,14 +453,15 @@ def _claim_run_directory(settings: RunSettings) -> List[Dict]:
     except json.JSONDecodeError:
       earlier_summary = {}
     if not _resumable(earlier_summary):
-      raise ActorQError(f'{root_dir} holds a finished run ({SUMMARY_FILE} '
-                        'exists); choose another --root_dir')
+      raise ActorQError(
+          f'{root_dir} holds a finished run ({run_directory.SUMMARY_FILE} '
+          'exists); choose another --root_dir')
     earlier_launches = earlier_summary.pop('earlier_launches', [])
     earlier_launches.append(earlier_summary)
   identity = {'gin_config': gin.config_str(),
               'actor_precision': settings.actor_precision,
               'seed': settings.seed}
-  identity_path = os.path.join(root_dir, RUN_IDENTITY_FILE)
+  identity_path = os.path.join(root_dir, run_directory.RUN_IDENTITY_FILE)
   try:
     with open(identity_path) as f:
       earlier = json.load(f)
@@ -496,12 +479,13 @@ def _claim_run_directory(settings: RunSettings) -> List[Dict]:
                       f'config (its {", ".join(differences)} differ); resume '
                       'it with the same flags and gin files, or choose '
                       'another --root_dir')
-  os.makedirs(os.path.join(root_dir, 'logs'), exist_ok=True)
-  with open(os.path.join(root_dir, 'config.gin'), 'w') as f:
+  os.makedirs(os.path.join(root_dir, run_directory.LOGS_DIR), exist_ok=True)
+  with open(os.path.join(root_dir, run_directory.CONFIG_FILE), 'w') as f:
     f.write(identity['gin_config'])
   # The code may change between launches of one run: not part of identity.
-  metrics.write_json_atomically(identity_path,
-                                dict(identity, code_version=code_version()))
+  run_directory.write_json_atomically(
+      identity_path,
+      dict(identity, code_version=run_directory.code_version()))
   if earlier_launches:
     # Running again: the directory must not look finished meanwhile.
     os.remove(summary_path)
@@ -576,9 +560,10 @@ class _RefusalWatch:
 
 
 def _progress(root_dir: str, num_actors: int) -> Dict:
-  actors = [metrics.read_status(root_dir, f'actor_{i}') or {}
-            for i in range(num_actors)]
-  learner = metrics.read_status(root_dir, 'learner') or {}
+  actors = [run_directory.read_status(root_dir, run_directory.actor_role(i))
+            or {} for i in range(num_actors)]
+  learner = run_directory.read_status(root_dir,
+                                     run_directory.LEARNER_ROLE) or {}
   return {
       'actors': actors,
       'env_steps': sum(a.get('env_steps', 0) for a in actors),
@@ -621,9 +606,10 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
 
 def _stop_roles(roles: List[RoleProcess], grace_s: float) -> None:
   """Actors and evaluator first, then the learner, then the server."""
-  order = ([r for r in roles if r.name.startswith('actor') or r.name == 'eval'],
-           [r for r in roles if r.name == 'learner'],
-           [r for r in roles if r.name == 'reverb_server'])
+  order = ([r for r in roles if r.name.startswith('actor') or
+            r.name == run_directory.EVALUATOR_ROLE],
+           [r for r in roles if r.name == run_directory.LEARNER_ROLE],
+           [r for r in roles if r.name == run_directory.SERVER_ROLE])
   for group in order:
     for role in group:
       role.terminate()

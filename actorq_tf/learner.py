@@ -22,6 +22,7 @@ from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.watchdog import ProgressWatchdog
@@ -76,15 +77,15 @@ def train(root_dir: str,
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   checkpointer = common.Checkpointer(
-      os.path.join(root_dir, 'checkpoints'), max_to_keep=3, agent=agent,
-      train_step=train_step)
+      os.path.join(root_dir, run_directory.CHECKPOINTS_DIR), max_to_keep=3,
+      agent=agent, train_step=train_step)
   checkpointer.initialize_or_restore()
   restored_train_step = int(train_step)
   if restored_train_step:
     logging.info('Resumed from checkpoint at train step %d.',
                  restored_train_step)
 
-  writer = metrics.summary_writer(root_dir, 'learner')
+  writer = metrics.summary_writer(root_dir, run_directory.LEARNER_ROLE)
   publisher = model_channel.ModelPublisher(client)
   # What one model update costs to send to an actor, per actor precision.
   model_update_bytes = {}
@@ -116,7 +117,8 @@ def train(root_dir: str,
   exporter = export.PolicyExporter(policy_network,
                                    algorithm.model_outputs(env),
                                    export_precisions, publish,
-                                   os.path.join(root_dir, 'models'))
+                                   os.path.join(root_dir,
+                                                run_directory.MODELS_DIR))
   calibration = replay.RecentObservations(
       server_address, env.observation_spec().shape,
       num_calibration_observations)
@@ -155,10 +157,11 @@ def train(root_dir: str,
     exporter.wait()
     figures = energy_figures(int(train_step))
     writer.close()
-    metrics.write_status(root_dir, 'learner', train_step=int(train_step),
-                         restored_train_step=restored_train_step,
-                         stopped=True, **export_figures(), **replay_figures,
-                         model_update_bytes=model_update_bytes, **figures)
+    run_directory.write_status(
+        root_dir, run_directory.LEARNER_ROLE, train_step=int(train_step),
+        restored_train_step=restored_train_step, stopped=True,
+        **export_figures(), **replay_figures,
+        model_update_bytes=model_update_bytes, **figures)
     finished.set()
 
   stop = stop or threading.Event()
@@ -212,9 +215,9 @@ def train(root_dir: str,
             if replay_figures.get(name) is not None:
               tf.summary.scalar(f'learner/{name}', replay_figures[name],
                                 step=step)
-          metrics.write_status(
-              root_dir, 'learner', train_step=step, loss=float(loss),
-              restored_train_step=restored_train_step,
+          run_directory.write_status(
+              root_dir, run_directory.LEARNER_ROLE, train_step=step,
+              loss=float(loss), restored_train_step=restored_train_step,
               train_steps_per_second=rate, **replay_figures,
               model_update_bytes=model_update_bytes, **export_figures(),
               **energy_figures(step))
@@ -236,7 +239,7 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent, policy_network = agents.check_environment(env).create_agent(
       env, train_step)
-  directory = os.path.join(root_dir, 'checkpoints')
+  directory = os.path.join(root_dir, run_directory.CHECKPOINTS_DIR)
   path = (tf.train.latest_checkpoint(directory) if step is None
           else os.path.join(directory, f'ckpt-{step}'))
   if not path or not tf.io.gfile.exists(path + '.index'):

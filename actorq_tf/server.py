@@ -18,11 +18,10 @@ import tensorflow as tf
 from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
-from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import run_directory
 
-REPLAY_CHECKPOINT_DIR = 'replay_checkpoints'
 
 
 def create_tables(env) -> list:
@@ -71,7 +70,8 @@ def serve(root_dir: Optional[str], port: int, stop: threading.Event,
     checkpoint_interval_s: seconds between checkpoints. Reverb keeps the
       newest complete checkpoint and deletes older ones itself.
   """
-  checkpoint_dir = root_dir and os.path.join(root_dir, REPLAY_CHECKPOINT_DIR)
+  checkpoint_dir = root_dir and os.path.join(
+      root_dir, run_directory.REPLAY_CHECKPOINTS_DIR)
   server = start_server(port, checkpoint_dir)
   client = reverb.Client(f'localhost:{server.port}')
   restored_items = replay_size(client)
@@ -89,13 +89,15 @@ def serve(root_dir: Optional[str], port: int, stop: threading.Event,
     path = client.checkpoint()
     logging.info('Checkpointed about %d replay items to %s in %.2f s.', items,
                  path, time.monotonic() - start)
-    metrics.write_status(root_dir, 'reverb_server', port=server.port,
-                         restored_items=restored_items,
-                         last_checkpoint_items=items,
-                         last_checkpoint=path)
+    run_directory.write_status(root_dir, run_directory.SERVER_ROLE,
+                               port=server.port,
+                               restored_items=restored_items,
+                               last_checkpoint_items=items,
+                               last_checkpoint=path)
 
-  metrics.write_status(root_dir, 'reverb_server', port=server.port,
-                       restored_items=restored_items)
+  run_directory.write_status(root_dir, run_directory.SERVER_ROLE,
+                             port=server.port,
+                             restored_items=restored_items)
   while not stop.wait(checkpoint_interval_s):
     checkpoint()
   checkpoint()

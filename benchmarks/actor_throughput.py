@@ -30,9 +30,9 @@ from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
-from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf import server
 from actorq_tf.errors import ActorQError
 from benchmarks import common
@@ -128,7 +128,7 @@ def _actor(address, precision, steps, pull_interval):
   actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
                   wait_for_first_model_s=120)
-  status = metrics.read_status(root_dir, 'actor_0')
+  status = run_directory.read_status(root_dir, 'actor_0')
   if status['model_share'] < MIN_MODEL_SHARE:
     raise ActorQError(
         f'{precision} actor: only {status["model_share"]:.3f} of its steps '

@@ -11,6 +11,7 @@ import tensorflow as tf
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import learner
+from actorq_tf import run_directory
 
 
 def define_flags(default_gin_file: str) -> None:
@@ -46,7 +47,7 @@ def measure_checkpoints(measure_run, print_table) -> None:
 def restore_run(run_dir: str, step=None):
   """(env, policy network, train step) of a run's checkpoint, under the
   run's own gin config."""
-  with open(os.path.join(run_dir, 'config.gin')) as f:
+  with open(os.path.join(run_dir, run_directory.CONFIG_FILE)) as f:
     config.parse_gin([], [f.read()])
   return learner.restore_policy_network(run_dir, step)
 

@@ -19,7 +19,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from actorq_tf import evaluation
-from actorq_tf import launcher
+from actorq_tf import run_directory
 
 PRECISIONS = ('tf', 'fp32', 'int8')
 # TF-Agents' single-process DQN (benchmarks.stock_dqn), run as a subprocess.
@@ -37,7 +37,7 @@ def run_directory(work_dir: str, gin_file: str, precision: str,
 
 def _finished_summary(root_dir: str):
   try:
-    with open(os.path.join(root_dir, launcher.SUMMARY_FILE)) as f:
+    with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
       summary = json.load(f)
   except (OSError, json.JSONDecodeError):
     return None
@@ -68,10 +68,11 @@ def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
       command += ['--gin_bindings', binding]
     with open(root_dir + '.log', 'w') as log:
       subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                     cwd=launcher.PROJECT_ROOT, check=False,
-                     env=dict(os.environ, PYTHONPATH=launcher.PROJECT_ROOT))
+                     cwd=run_directory.PROJECT_ROOT, check=False,
+                     env=dict(os.environ,
+                              PYTHONPATH=run_directory.PROJECT_ROOT))
     try:
-      with open(os.path.join(root_dir, launcher.SUMMARY_FILE)) as f:
+      with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
         summary = json.load(f)  # 'failed' runs too: the report says so
     except (OSError, json.JSONDecodeError) as e:
       raise RuntimeError(f'the {precision} run (seed {seed}) left no '

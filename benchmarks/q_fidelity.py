@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from actorq_tf import export
 from actorq_tf import networks
+from actorq_tf import run_directory
 from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
@@ -105,12 +106,13 @@ def kept_model(run_dir: str, env, q_network, episodes: int
   a summary: the newest in `models/`), against the fp32 network of the same
   version (its weights, saved beside it, go into `q_network`), on its own
   visited states."""
-  path = os.path.join(run_dir, 'models', 'policy_int8.tflite')
+  path = os.path.join(run_dir, run_directory.MODELS_DIR,
+                      'policy_int8.tflite')
   try:
     with open(os.path.join(run_dir, 'summary.json')) as f:
       kept = json.load(f).get('model_path')
     if kept:  # models/<target or best>/..., wherever the run dir is now
-      path = os.path.join(run_dir, 'models', os.path.basename(
+      path = os.path.join(run_dir, run_directory.MODELS_DIR, os.path.basename(
           os.path.dirname(kept)), os.path.basename(kept))
   except (OSError, json.JSONDecodeError):
     pass

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from absl import app
 from absl import flags
 
+from actorq_tf import run_directory
 from benchmarks import end_to_end
 from benchmarks import report_writer
 
@@ -303,7 +304,8 @@ def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
     runs = [r for r in experiment['runs']
             if r['precision'] == 'int8' and r['target_reached']]
     found = [os.path.abspath(r['root_dir']) for r in runs
-             if os.path.isdir(os.path.join(r['root_dir'], 'checkpoints'))]
+             if os.path.isdir(os.path.join(r['root_dir'],
+                                          run_directory.CHECKPOINTS_DIR))]
     if not found:
       figures.append({'label': experiment['label'], 'error': (
           'no int8 run of this experiment reached its target' if not runs

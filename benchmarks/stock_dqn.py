@@ -48,9 +48,9 @@ from actorq_tf import evaluation
 from actorq_tf import exploration
 from actorq_tf import launcher
 from actorq_tf import learner
-from actorq_tf import metrics
 from actorq_tf import networks
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf.config import bound_parameter as bound
 from actorq_tf.errors import ActorQError
 from benchmarks.end_to_end import STOCK
@@ -159,10 +159,10 @@ def train_to_target(root_dir: str, seed: int = 0,
   rule = evaluation.StoppingRule(
       'return_fp32', target_return,
       bound(launcher.run_local, 'target_evaluations_in_a_row'))
-  results_path = os.path.join(root_dir, evaluation.RESULTS_FILE)
+  results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,
-             'code_version': launcher.code_version(),
+             'code_version': run_directory.code_version(),
              'start_time': start_wall_time,
              'stopping_rule': rule.description(),
              'target_return': rule.target_return,
@@ -228,8 +228,8 @@ def train_to_target(root_dir: str, seed: int = 0,
   summary.update(status=status, error=error, env_steps=env_steps[0],
                  train_steps=int(train_step),
                  wall_time_s=round(time.monotonic() - start, 1))
-  metrics.write_json_atomically(
-      os.path.join(root_dir, launcher.SUMMARY_FILE), summary)
+  run_directory.write_json_atomically(
+      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
   if error:
     raise ActorQError(f'the stock baseline failed: {error}')
   return summary

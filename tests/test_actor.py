@@ -14,10 +14,10 @@ from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import dqn
 from actorq_tf import exploration
-from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from helpers import publish_policy
 
@@ -36,7 +36,7 @@ def test_actor_runs_the_published_model_and_fills_replay(
                           max_env_steps=env_steps, model_pull_interval=50,
                           wait_for_first_model_s=60)
   assert steps == env_steps
-  status = metrics.read_status(str(tmp_path), 'actor_0')
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 42
   assert status['precision'] == precision
   assert status['episodes'] > 0
@@ -55,7 +55,7 @@ def test_actor_runs_the_published_model_and_fills_replay(
 
 def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
-  status = metrics.read_status(str(tmp_path), 'actor_0')
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 0
   assert status['steps_without_model'] == 300
   assert status['model_share'] == 0.0
@@ -74,7 +74,7 @@ def test_a_novelty_bonus_goes_into_replay_rewards_only(reverb_server,
   with gin.unlock_config():
     gin.bind_parameter('CountBonus.scale', 0.5)
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
-  status = metrics.read_status(str(tmp_path), 'actor_0')
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status['episodes'] > 0
   dataset = reverb.TrajectoryDataset.from_table_signature(
       reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
@@ -233,7 +233,7 @@ def test_a_gym_continuous_actor_writes_whole_episodes(tmp_path):
   # written at each episode's end must still have the action's shape.
   with _served('d4pg_pendulum.gin', []) as address:
     actor.run_actor(str(tmp_path), address, max_env_steps=400)
-    status = metrics.read_status(str(tmp_path), 'actor_0')
+    status = run_directory.read_status(str(tmp_path), 'actor_0')
     # 200 steps each: the boundary step after an episode is no env step
     # (counted, the second episode would end past the budget).
     assert status['episodes'] == 2
@@ -264,7 +264,7 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
   env_steps = 500
   actor.run_actor(str(tmp_path), address, max_env_steps=env_steps,
                   wait_for_first_model_s=60)
-  status = metrics.read_status(str(tmp_path), 'actor_0')
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 7
   assert status['steps_without_model'] == 0
   assert status['model_share'] == 1.0

@@ -28,7 +28,7 @@ def test_replay_specs_come_without_an_agent_and_match_the_agents(gin_file):
   try:
     env = environments.load_environment()
     algorithm = agents.check_environment(env)
-    assert type(algorithm) is CONFIGS[gin_file]  # pylint: disable=unidiomatic-typecheck
+    assert isinstance(algorithm, CONFIGS[gin_file])
     agent, _ = algorithm.create_agent(env, tf.Variable(0, dtype=tf.int64))
     # What the server's replay table is made of, and what the learner
     # samples, are the same items.

@@ -14,7 +14,7 @@ from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
-from actorq_tf import metrics
+from actorq_tf import run_directory
 from actorq_tf.interpreter import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
 from helpers import launcher_running
@@ -35,8 +35,9 @@ def _alive(pid):
 
 
 def _role_pids(root_dir):
-  return [s['pid'] for s in (metrics.read_status(root_dir, role) for role in
-                             ('learner', 'eval', 'actor_0')) if s]
+  statuses = (run_directory.read_status(root_dir, role)
+              for role in ('learner', 'eval', 'actor_0'))
+  return [s['pid'] for s in statuses if s]
 
 
 def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
@@ -87,7 +88,7 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
       os.path.join(root_dir, 'models', 'policy_int8.tflite'))
   assert summary['model_update_bytes'] == int8_bytes
 
-  actor_status = metrics.read_status(root_dir, 'actor_0')
+  actor_status = run_directory.read_status(root_dir, 'actor_0')
   assert actor_status['model_version'] > 0
   assert evaluation.read_results(root_dir)
   for path in ('models/policy_int8.tflite', 'checkpoints', 'learner',
@@ -159,9 +160,9 @@ def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
   assert summary['env_steps'] >= 2000
   assert summary['train_steps'] >= 200
   assert set(summary['exit_codes'].values()) == {0}
-  actor_status = metrics.read_status(root_dir, 'actor_0')
+  actor_status = run_directory.read_status(root_dir, 'actor_0')
   assert actor_status['model_version'] >= 100
-  learner_status = metrics.read_status(root_dir, 'learner')
+  learner_status = run_directory.read_status(root_dir, 'learner')
   assert learner_status['train_step'] >= 200
   results = evaluation.read_results(root_dir)
   assert results, out[-2000:]
@@ -179,7 +180,8 @@ def test_a_dying_role_stops_the_run_when_restarts_are_off(tmp_path):
                         '--norestart_failed_roles') as launcher:
     wait_for(lambda: len(_role_pids(root_dir)) == 3, 180,
              'every role to start')
-    os.kill(metrics.read_status(root_dir, 'actor_0')['pid'], signal.SIGKILL)
+    os.kill(run_directory.read_status(root_dir, 'actor_0')['pid'],
+            signal.SIGKILL)
     _, err = launcher.communicate(timeout=120)
   assert launcher.returncode == 1
   assert 'role actor_0 exited with code -9 (restarts are off)' in err
@@ -211,7 +213,7 @@ def test_a_run_whose_actors_refuse_every_model_fails_with_the_reason(
   assert summary['error'] == message.split(': error: ', 1)[1]
   assert summary['actor_refused_versions']['actor_0'] >= 2
   assert summary['actor_model_share']['actor_0'] == 0.0
-  actor_status = metrics.read_status(root_dir, 'actor_0')
+  actor_status = run_directory.read_status(root_dir, 'actor_0')
   assert actor_status['model_version'] == 0
   assert actor_status['steps_without_model'] == actor_status['env_steps']
   assert 'did not load and run' in actor_status['last_refusal']

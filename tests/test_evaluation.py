@@ -7,7 +7,7 @@ import numpy as np
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
-from actorq_tf import metrics
+from actorq_tf import run_directory
 from actorq_tf.interpreter import TFLiteModel
 from helpers import publish_policy
 
@@ -45,7 +45,7 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
       should_stop=lambda: time.monotonic() > deadline)
   assert evaluations == 0
   assert not evaluation.read_results(str(tmp_path))
-  status = metrics.read_status(str(tmp_path), 'eval')
+  status = run_directory.read_status(str(tmp_path), 'eval')
   assert status['evaluations'] == 0 and status['unmatched_versions'] == 1
 
   publish_policy(reverb_server, version=14)

@@ -16,7 +16,7 @@ import time
 import portpicker
 import tensorflow as tf
 
-from actorq_tf import metrics
+from actorq_tf import run_directory
 from conftest import PROJECT_ROOT
 from conftest import TEST_BINDINGS
 from helpers import launcher_running
@@ -31,7 +31,7 @@ FAST_CHECKPOINTS = [
 
 
 def _status(root_dir, role):
-  return metrics.read_status(root_dir, role) or {}
+  return run_directory.read_status(root_dir, role) or {}
 
 
 def _kill(root_dir, role):
@@ -146,7 +146,7 @@ def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
                  '--gin_bindings', 'run_actor.status_interval_s = 1',
                  *TEST_GIN_ARGS)
   try:
-    wait_for(lambda: (metrics.read_status(str(tmp_path), 'actor_0') or {}
+    wait_for(lambda: (run_directory.read_status(str(tmp_path), 'actor_0') or {}
                      ).get('env_steps', 0) > 200, 120, 'the actor to collect')
     server.kill()
     killed_at = time.monotonic()

@@ -6,12 +6,12 @@ import pytest
 
 from actorq_tf import evaluation
 from actorq_tf import launcher
-from actorq_tf import metrics
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 
 
 def _write_actor(root_dir, index, **figures):
-  metrics.write_status(root_dir, f'actor_{index}', **{
+  run_directory.write_status(root_dir, f'actor_{index}', **{
       'env_steps': 1000, 'model_version': 0, 'recent_model_share': 1.0,
       'consecutive_refusals': 0, **figures})
 
@@ -32,7 +32,7 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
 def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
-  metrics.write_status(
+  run_directory.write_status(
       root_dir, 'learner', train_step=2000, skipped_exports=1,
       last_skipped_export='step 1500: 3 observations came from the actors '
       'since the last export', refused_exports=2,

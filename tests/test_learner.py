@@ -11,7 +11,6 @@ from actorq_tf import agents
 from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import learner
-from actorq_tf import metrics
 from actorq_tf import model_channel
 from conftest import PROJECT_ROOT
 
@@ -33,7 +32,7 @@ def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
   assert model.version in (100, 200, 300)
   assert os.path.exists(os.path.join(root_dir, 'models', 'policy_int8.tflite'))
   assert os.listdir(os.path.join(root_dir, 'learner'))  # TensorBoard
-  status = metrics.read_status(root_dir, 'learner')
+  status = run_directory.read_status(root_dir, 'learner')
   assert status['train_step'] == 300 and status['stopped']
   # No actor ran after the export at step 100: the next two had no fresh
   # observations to calibrate on (or found the first still converting),
@@ -60,7 +59,7 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
   assert info[model_channel.model_table_name('int8')].current_size == 1
   # A learner on its own measures its machine's energy; each actor
   # precision's update size is known.
-  status = metrics.read_status(str(tmp_path), 'learner')
+  status = run_directory.read_status(str(tmp_path), 'learner')
   assert status['energy_kwh'] > 0 and status['emissions_kg'] > 0
   assert 'CPU:' in status['energy_method']
   update_bytes = status['model_update_bytes']
@@ -74,6 +73,7 @@ def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
   script = f'''
 import threading, time
 from actorq_tf import learner
+from actorq_tf import run_directory
 stop, lock, finished = threading.Event(), threading.Lock(), threading.Event()
 def finish():
   open({str(marker)!r}, 'w').write('checkpointed')

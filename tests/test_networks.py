@@ -13,8 +13,8 @@ from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import learner
-from actorq_tf import metrics
 from actorq_tf import networks
+from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from helpers import publish_policy
 
@@ -124,7 +124,7 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
   assert actor.run_actor(str(tmp_path), reverb_server, precision='tf',
                          max_env_steps=500, model_pull_interval=50,
                          wait_for_first_model_s=60) == 500
-  status = metrics.read_status(str(tmp_path), 'actor_0')
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status['model_version'] == 7 and status['model_share'] == 1.0
   assert evaluation.run_evaluator(str(tmp_path), reverb_server,
                                   num_episodes=2, max_evaluations=1) == 1

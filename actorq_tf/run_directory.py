@@ -1,0 +1,97 @@
+"""A run's directory: where each thing goes, who writes it, and how.
+
+  root_dir/
+    config.gin        the run's gin config (what every role parses)
+    run.json          the run's identity: config, precision, seed, code
+    summary.json      the launcher's verdict, written when a launch ends
+    status/<role>.json  each role's figures, rewritten every few seconds
+    checkpoints/      the learner's TF checkpoints
+    replay_checkpoints/  the Reverb server's
+    models/           the newest published model of each precision, and
+                      the ones a run keeps (see launcher.KeptModels)
+    eval/results.jsonl, eval/versions/v<version>/  the evaluator's
+    logs/<role>.log   each role's output
+    <role>/           each role's TensorBoard summaries
+
+Roles are `reverb_server`, `learner`, `eval` and `actor_<i>`. Files that
+others read while they are written are replaced whole.
+"""
+import importlib.metadata
+import json
+import os
+import shutil
+import subprocess
+import time
+from typing import Any, Callable, Dict, Optional
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CONFIG_FILE = 'config.gin'
+RUN_IDENTITY_FILE = 'run.json'
+SUMMARY_FILE = 'summary.json'
+STATUS_DIR = 'status'
+CHECKPOINTS_DIR = 'checkpoints'
+REPLAY_CHECKPOINTS_DIR = 'replay_checkpoints'
+MODELS_DIR = 'models'
+LOGS_DIR = 'logs'
+EVAL_RESULTS_FILE = os.path.join('eval', 'results.jsonl')
+EVAL_VERSIONS_DIR = os.path.join('eval', 'versions')
+
+SERVER_ROLE = 'reverb_server'
+LEARNER_ROLE = 'learner'
+EVALUATOR_ROLE = 'eval'
+
+
+def actor_role(actor_index: int) -> str:
+  return f'actor_{actor_index}'
+
+
+def write_json_atomically(path: str, data: Dict[str, Any]) -> None:
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + '.tmp', 'w') as f:
+    json.dump(data, f, indent=1, sort_keys=True)
+  os.replace(path + '.tmp', path)
+
+
+def write_directory_atomically(path: str, fill: Callable[[str], None]
+                              ) -> None:
+  """Replaces directory `path` with one that `fill(new_path)` creates
+  (`new_path` does not exist yet), so that no reader sees it half written."""
+  partial = path + '.partial'
+  shutil.rmtree(partial, ignore_errors=True)
+  fill(partial)
+  shutil.rmtree(path, ignore_errors=True)
+  os.rename(partial, path)
+
+
+def write_status(root_dir: str, role: str, **figures) -> None:
+  figures['time'] = time.time()
+  figures['pid'] = os.getpid()
+  write_json_atomically(os.path.join(root_dir, STATUS_DIR, f'{role}.json'),
+                        figures)
+
+
+def read_status(root_dir: str, role: str) -> Optional[Dict[str, Any]]:
+  try:
+    with open(os.path.join(root_dir, STATUS_DIR, f'{role}.json')) as f:
+      return json.load(f)
+  except (FileNotFoundError, json.JSONDecodeError):
+    return None
+
+
+def code_version() -> str:
+  """The git commit of the code that runs (with '-dirty' for uncommitted
+  changes), or the installed package's version outside a git checkout."""
+  try:
+    described = subprocess.run(
+        ['git', '-C', PROJECT_ROOT, 'describe', '--always', '--dirty',
+         '--abbrev=12', '--exclude=*'], capture_output=True, text=True,
+        timeout=10, check=True).stdout.strip()
+    if described:
+      return f'git {described}'
+  except (OSError, subprocess.SubprocessError):
+    pass
+  try:
+    return f'actorq-tf {importlib.metadata.version("actorq-tf")}'
+  except importlib.metadata.PackageNotFoundError:
+    return 'unknown'
