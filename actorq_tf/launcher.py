@@ -236,7 +236,10 @@ def run_local(settings: RunSettings,
            if settings.energy_country else None)
   resumed = os.path.exists(
       os.path.join(root_dir, run_directory.RUN_IDENTITY_FILE))
-  earlier_launches = _claim_run_directory(settings)
+  earlier_launches = run_directory.claim(root_dir, {
+      'gin_config': gin.config_str(),
+      'actor_precision': settings.actor_precision,
+      'seed': settings.seed})
   log_dir = os.path.join(root_dir, run_directory.LOGS_DIR)
 
   interrupted = _Interrupted()
@@ -430,80 +433,28 @@ def over_budget(max_env_steps: int, max_wall_time_s: float, env_steps: int,
   return None
 
 
-def _resumable(summary: Dict) -> bool:
-  status = summary.get('status', '')
-  return status == 'failed' or status.startswith('interrupted')
-
-
-@functools.lru_cache(maxsize=None)
-def _claim_run_directory(settings: RunSettings) -> List[Dict]:
-  """Makes root_dir this run's; returns the summaries of earlier launches
-  of an unfinished (interrupted or failed) run there, which it resumes.
-
-  The run's identity (gin config, precision, seed) is kept in `run.json`; a
-  directory holding another run is refused, not mixed.
-  """
-  root_dir = settings.root_dir
-  summary_path = os.path.join(root_dir, run_directory.SUMMARY_FILE)
-  earlier_launches = []
-  if os.path.exists(summary_path):
-    try:
-      with open(summary_path) as f:
-        earlier_summary = json.load(f)
-    except json.JSONDecodeError:
-      earlier_summary = {}
-    if not _resumable(earlier_summary):
-      raise ActorQError(
-          f'{root_dir} holds a finished run ({run_directory.SUMMARY_FILE} '
-          'exists); choose another --root_dir')
-    earlier_launches = earlier_summary.pop('earlier_launches', [])
-    earlier_launches.append(earlier_summary)
-  identity = {'gin_config': gin.config_str(),
-              'actor_precision': settings.actor_precision,
-              'seed': settings.seed}
-  identity_path = os.path.join(root_dir, run_directory.RUN_IDENTITY_FILE)
-  try:
-    with open(identity_path) as f:
-      earlier = json.load(f)
-  except FileNotFoundError:
-    earlier = None
-  except (OSError, json.JSONDecodeError) as e:
-    raise ActorQError(f'cannot read {identity_path}: {e}') from e
-  if earlier is None and os.path.isdir(root_dir) and os.listdir(root_dir):
-    raise ActorQError(f'{root_dir} is not empty and holds no ActorQ run; '
-                      'choose another --root_dir')
-  differences = [k for k in identity
-                 if earlier is not None and earlier.get(k) != identity[k]]
-  if differences:
-    raise ActorQError(f'{root_dir} holds an unfinished run of another '
-                      f'config (its {", ".join(differences)} differ); resume '
-                      'it with the same flags and gin files, or choose '
-                      'another --root_dir')
-  os.makedirs(os.path.join(root_dir, run_directory.LOGS_DIR), exist_ok=True)
-  with open(os.path.join(root_dir, run_directory.CONFIG_FILE), 'w') as f:
-    f.write(identity['gin_config'])
-  # The code may change between launches of one run: not part of identity.
-  run_directory.write_json_atomically(
-      identity_path,
-      dict(identity, code_version=run_directory.code_version()))
-  if earlier_launches:
-    # Running again: the directory must not look finished meanwhile.
-    os.remove(summary_path)
-  return earlier_launches
+def restart_refusal(settings: RunSettings, restarts: int, exit_code: int,
+                    uptime_s: float, killed_by_chaos: bool) -> Optional[str]:
+  """Why a role that exited with `exit_code` must not be restarted, or None
+  to restart it. A role ended by a signal (negative code: kill -9, the OOM
+  killer) or by chaos is restarted however soon it died; one that failed
+  soon after its start has a set-up error that a restart would repeat."""
+  if not settings.restart_failed_roles:
+    return 'restarts are off'
+  if restarts >= settings.max_role_restarts:
+    return f'it was restarted {restarts} times already'
+  if (exit_code > 0 and not killed_by_chaos and
+      uptime_s < settings.min_uptime_for_restart_s):
+    return f'it failed {uptime_s:.0f} s after its start'
+  return None
 
 
 def _restart_or_fail(role: RoleProcess, settings: RunSettings,
                      killed_by_chaos: bool, log) -> None:
   """Restarts a role that exited, or raises if it should not be."""
   code = role.exit_code()
-  why = None
-  if not settings.restart_failed_roles:
-    why = 'restarts are off'
-  elif role.restarts >= settings.max_role_restarts:
-    why = f'it was restarted {role.restarts} times already'
-  elif (code > 0 and not killed_by_chaos and
-        role.uptime_s() < settings.min_uptime_for_restart_s):
-    why = f'it failed {role.uptime_s():.0f} s after its start'
+  why = restart_refusal(settings, role.restarts, code, role.uptime_s(),
+                        killed_by_chaos)
   if why:
     raise ActorQError(
         f'role {role.name} exited with code {code} ({why}); last lines of '

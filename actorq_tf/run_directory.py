@@ -22,7 +22,9 @@ import os
 import shutil
 import subprocess
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -95,3 +97,62 @@ def code_version() -> str:
     return f'actorq-tf {importlib.metadata.version("actorq-tf")}'
   except importlib.metadata.PackageNotFoundError:
     return 'unknown'
+
+
+def resumable(summary: Dict[str, Any]) -> bool:
+  """Whether a launch that left `summary` can be resumed."""
+  status = summary.get('status', '')
+  return status == 'failed' or status.startswith('interrupted')
+
+
+def claim(root_dir: str, identity: Dict[str, Any]) -> List[Dict[str, Any]]:
+  """Makes root_dir the run's that `identity` names (its gin config, actor
+  precision and seed); returns the summaries of earlier launches of an
+  unfinished (interrupted or failed) run there, which it resumes.
+
+  The identity is kept in `run.json`, with the code version; a directory
+  holding another run, a finished one or anything else is refused, not
+  mixed.
+  """
+  summary_path = os.path.join(root_dir, SUMMARY_FILE)
+  earlier_launches = []
+  if os.path.exists(summary_path):
+    try:
+      with open(summary_path) as f:
+        earlier_summary = json.load(f)
+    except json.JSONDecodeError:
+      earlier_summary = {}
+    if not resumable(earlier_summary):
+      raise ActorQError(
+          f'{root_dir} holds a finished run ({SUMMARY_FILE} exists); choose '
+          'another --root_dir')
+    earlier_launches = earlier_summary.pop('earlier_launches', [])
+    earlier_launches.append(earlier_summary)
+  identity_path = os.path.join(root_dir, RUN_IDENTITY_FILE)
+  try:
+    with open(identity_path) as f:
+      earlier = json.load(f)
+  except FileNotFoundError:
+    earlier = None
+  except (OSError, json.JSONDecodeError) as e:
+    raise ActorQError(f'cannot read {identity_path}: {e}') from e
+  if earlier is None and os.path.isdir(root_dir) and os.listdir(root_dir):
+    raise ActorQError(f'{root_dir} is not empty and holds no ActorQ run; '
+                      'choose another --root_dir')
+  differences = [k for k in identity
+                 if earlier is not None and earlier.get(k) != identity[k]]
+  if differences:
+    raise ActorQError(f'{root_dir} holds an unfinished run of another '
+                      f'config (its {", ".join(differences)} differ); resume '
+                      'it with the same flags and gin files, or choose '
+                      'another --root_dir')
+  os.makedirs(os.path.join(root_dir, LOGS_DIR), exist_ok=True)
+  with open(os.path.join(root_dir, CONFIG_FILE), 'w') as f:
+    f.write(identity['gin_config'])
+  # The code may change between launches of one run: not part of identity.
+  write_json_atomically(identity_path,
+                        dict(identity, code_version=code_version()))
+  if earlier_launches:
+    # Running again: the directory must not look finished meanwhile.
+    os.remove(summary_path)
+  return earlier_launches

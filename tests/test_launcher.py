@@ -1,4 +1,8 @@
-"""What the launcher tells the user from the roles' status files."""
+"""The launcher: what it tells the user from the roles' status files, its
+restart policy, and the run directory it claims."""
+import dataclasses
+import functools
+import json
 import os
 import time
 
@@ -105,3 +109,54 @@ def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   keeper.add_after_stop(_evaluated(root_dir, 8000, 500.0))
   keeper.add_after_stop(_evaluated(root_dir, 9000, 600.0))
   assert keeper.best['version'] == 9000 and len(keeper.post_target) == 2
+
+
+def test_restart_policy():
+  settings = launcher.RunSettings(
+      root_dir='unused', gin_files=[], gin_bindings=[], actor_precision='int8',
+      num_actors=1, seed=0, max_env_steps=0, max_wall_time_s=60.0,
+      max_role_restarts=2, min_uptime_for_restart_s=20.0)
+  refusal = functools.partial(launcher.restart_refusal, settings)
+  # A role that ran a while and failed is restarted, up to the limit.
+  assert refusal(0, 1, 60.0, False) is None
+  assert 'restarted 2 times' in refusal(2, 1, 60.0, False)
+  # Failing right after its start is a set-up error a restart repeats...
+  assert 'failed 5 s after its start' in refusal(0, 1, 5.0, False)
+  # ...but a signal (kill -9, the OOM killer) or chaos is not.
+  assert refusal(0, -9, 5.0, False) is None
+  assert refusal(0, 1, 5.0, True) is None
+  off = dataclasses.replace(settings, restart_failed_roles=False)
+  assert launcher.restart_refusal(off, 0, -9, 60.0, False) == (
+      'restarts are off')
+
+
+IDENTITY = {'gin_config': 'a = 1', 'actor_precision': 'int8', 'seed': 0}
+
+
+def test_claiming_a_run_directory(tmp_path):
+  root_dir = str(tmp_path / 'run')
+  assert run_directory.claim(root_dir, IDENTITY) == []
+  with open(os.path.join(root_dir, 'run.json')) as f:
+    assert json.load(f)['code_version'].startswith('git ')
+  with open(os.path.join(root_dir, 'config.gin')) as f:
+    assert f.read() == 'a = 1'
+  # Claimed again before any summary: the same run, going on.
+  assert run_directory.claim(root_dir, IDENTITY) == []
+  with pytest.raises(ActorQError, match='its seed differ'):
+    run_directory.claim(root_dir, dict(IDENTITY, seed=1))
+  summary_path = os.path.join(root_dir, 'summary.json')
+  run_directory.write_json_atomically(summary_path,
+                                      {'status': 'interrupted (SIGINT)'})
+  assert run_directory.claim(root_dir, IDENTITY) == [
+      {'status': 'interrupted (SIGINT)'}]
+  assert not os.path.exists(summary_path)  # It does not look finished.
+  run_directory.write_json_atomically(summary_path,
+                                      {'status': 'target_reached'})
+  with pytest.raises(ActorQError, match='holds a finished run'):
+    run_directory.claim(root_dir, IDENTITY)
+  other = tmp_path / 'other'
+  other.mkdir()
+  (other / 'notes.txt').write_text('mine')
+  with pytest.raises(ActorQError, match='not empty and holds no ActorQ run'):
+    run_directory.claim(str(other), IDENTITY)
+  assert os.listdir(other) == ['notes.txt']
