@@ -333,7 +333,7 @@ def run_actor(root_dir: str,
       experience_writer.write(trajectory_lib.Trajectory(
           step_type=step_type, observation=observation, action=action,
           policy_info=(), next_step_type=next_step_type,
-          reward=(np.float32(reward + novelty(next_observation))
+          reward=(np.float32(reward + novelty(next_observation, steps))
                   if novelty.enabled else reward),
           discount=discount))
       steps += 1

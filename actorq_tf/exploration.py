@@ -136,14 +136,20 @@ class CountBonus:
       mean and spread set the normalization (e.g. a random walk's).
     scale: the first visit's bonus; 0 disables it.
     cell_size: a cell's width in normalized units.
+    decay_steps: the scale falls linearly to 0 over this many env steps of
+      the actor, so that late learning fits the environment's rewards alone;
+      0 keeps it.
   """
 
   def __init__(self, example_observations: Callable[[], np.ndarray],
-               scale: float = 0.0, cell_size: float = 0.5):
-    if scale < 0 or cell_size <= 0:
-      raise ActorQError(f'a count bonus needs scale >= 0 and cell_size > 0, '
-                        f'not {scale} and {cell_size}')
+               scale: float = 0.0, cell_size: float = 0.5,
+               decay_steps: int = 0):
+    if scale < 0 or cell_size <= 0 or decay_steps < 0:
+      raise ActorQError(f'a count bonus needs scale >= 0, cell_size > 0 and '
+                        f'decay_steps >= 0, not {scale}, {cell_size} and '
+                        f'{decay_steps}')
     self.scale = scale
+    self._decay_steps = decay_steps
     self._normalizer = (
         ObservationNormalizer.from_observations(example_observations())
         if scale > 0 else None)
@@ -156,13 +162,17 @@ class CountBonus:
   def enabled(self) -> bool:
     return self.scale > 0
 
-  def __call__(self, observation: np.ndarray) -> float:
-    """The bonus for reaching `observation` (counted as a visit)."""
+  def __call__(self, observation: np.ndarray, step: int) -> float:
+    """The bonus for reaching `observation` at the actor's env step `step`
+    (counted as a visit)."""
     cell = tuple(np.floor(self._normalizer(observation) / self._cell_size
                          ).astype(np.int64).tolist())
     count = self._counts.get(cell, 0) + 1
     self._counts[cell] = count
-    bonus = self.scale / math.sqrt(count)
+    scale = self.scale
+    if self._decay_steps:
+      scale *= max(0.0, 1.0 - step / self._decay_steps)
+    bonus = scale / math.sqrt(count)
     self._total += bonus
     self._steps += 1
     return bonus

@@ -91,16 +91,24 @@ def test_count_bonus_falls_with_visits_and_is_fresh_in_new_cells():
   walk = np.array([[-1.0, -1.0], [1.0, 1.0]], np.float32)
   bonus = CountBonus(lambda: walk, scale=2.0, cell_size=1.0)
   here = np.array([0.2, 0.2], np.float32)
-  first = [bonus(here) for _ in range(4)]
+  first = [bonus(here, step) for step in range(4)]
   assert first == pytest.approx([2.0, 2.0 / np.sqrt(2), 2.0 / np.sqrt(3), 1.0])
   # The same cell, then a new one.
-  assert bonus(np.array([0.9, 0.9], np.float32)) == pytest.approx(
+  assert bonus(np.array([0.9, 0.9], np.float32), 4) == pytest.approx(
       2.0 / np.sqrt(5))
-  assert bonus(np.array([3.5, 0.2], np.float32)) == 2.0
+  assert bonus(np.array([3.5, 0.2], np.float32), 5) == 2.0
   figures = bonus.summary()
   assert figures['visited_cells'] == 2
   assert figures['mean_bonus'] == pytest.approx(
       (sum(first) + 2.0 / np.sqrt(5) + 2.0) / 6)
+
+
+def test_count_bonus_decays_to_nothing_over_its_steps():
+  walk = np.array([[-1.0], [1.0]], np.float32)
+  bonus = CountBonus(lambda: walk, scale=1.0, cell_size=1.0, decay_steps=100)
+  new_cells = [np.array([x], np.float32) for x in (0.5, 1.5, 2.5, 3.5)]
+  assert [bonus(o, step) for o, step in zip(new_cells, (0, 25, 100, 500))
+         ] == pytest.approx([1.0, 0.75, 0.0, 0.0])
 
 
 def test_count_bonus_is_off_by_default_and_then_walks_nowhere():
