@@ -22,6 +22,7 @@ import time
 
 from absl import app
 from absl import flags
+import gin
 import numpy as np
 import reverb
 

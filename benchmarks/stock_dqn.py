@@ -28,7 +28,6 @@ from typing import Dict, Optional
 
 from absl import app
 from absl import flags
-import gin
 import numpy as np
 import reverb
 import tensorflow as tf

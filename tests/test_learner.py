@@ -12,6 +12,7 @@ from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import learner
 from actorq_tf import model_channel
+from actorq_tf import run_directory
 from conftest import PROJECT_ROOT
 
 
@@ -73,7 +74,6 @@ def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
   script = f'''
 import threading, time
 from actorq_tf import learner
-from actorq_tf import run_directory
 stop, lock, finished = threading.Event(), threading.Lock(), threading.Event()
 def finish():
   open({str(marker)!r}, 'w').write('checkpointed')
