@@ -29,8 +29,8 @@ ROWS = (STOCK,) + PRECISIONS
 _FINISHED = ('target_reached', 'max_wall_time', 'max_env_steps')
 
 
-def run_directory(work_dir: str, gin_file: str, precision: str,
-                  seed: int) -> str:
+def run_root_dir(work_dir: str, gin_file: str, precision: str,
+                 seed: int) -> str:
   experiment = os.path.splitext(os.path.basename(gin_file))[0]
   return os.path.join(work_dir, f'{experiment}_{precision}_seed{seed}')
 
@@ -117,7 +117,7 @@ def run_experiment(work_dir: str, gin_file: str, seeds: Sequence[int],
   runs = []
   for seed in seeds:
     for precision in precisions:
-      root_dir = run_directory(work_dir, gin_file, precision, seed)
+      root_dir = run_root_dir(work_dir, gin_file, precision, seed)
       figures = run_one(root_dir, gin_file, precision, seed, max_wall_time_s,
                         energy_country, gin_bindings, continue_after_target_s)
       log(f'  {os.path.basename(root_dir)}: {figures["status"]}, '
