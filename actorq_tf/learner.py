@@ -1,8 +1,11 @@
-"""The learner: trains a DQN or D4PG agent from replay, publishes its policy.
+"""The learner: trains the configured agent from replay, publishes its policy.
 
-Reads top to bottom as the data flows: replay batches -> train step ->
-(every `export_interval` steps) weights -> exporter thread -> TFLite models
-and fp32 variables -> Reverb -> actors and evaluator.
+A loop as TF-Agents' Learner runs one: a replay batch, a train step, then
+triggers. The export trigger copies the weights every `export_interval`
+steps for the exporter's thread (TFLite models and fp32 variables -> Reverb
+-> actors and evaluator); others checkpoint and write the status. The step
+lock covers only what changes or reads the weights: the train step, the
+weight copy and the checkpoint.
 """
 import os
 import threading
@@ -119,29 +122,13 @@ def train(root_dir: str,
                                    export_precisions, publish,
                                    os.path.join(root_dir,
                                                 run_directory.MODELS_DIR))
-  calibration = replay.RecentObservations(
-      server_address, env.observation_spec().shape,
-      num_calibration_observations)
-
-  dataset = replay.replay_dataset(
-      agent.collect_data_spec, agent.train_sequence_length, server_address,
-      batch_size, rate_limiter_timeout_ms=1_000)
-  train_fn = common.function(agent.train)
-  iterator = iter(dataset)
-  step = int(train_step)
-  steps_per_second = metrics.RateMeter(step)
-  waiting_since = None
-  last_status_time = 0.0
-  skipped = {'skipped_exports': 0, 'last_skipped_export': ''}
-
-  def export_figures():
-    return dict(exports=exporter.versions_exported,
-                refused_exports=exporter.refused_exports,
-                last_refused_export=exporter.last_refused_export, **skipped)
-
-  replay_figures = {}  # The newest, for the final status too.
-  step_lock = threading.Lock()  # Held while the weights change.
-  finished = threading.Event()
+  step_lock = threading.Lock()  # Held while the weights change or are read.
+  export_trigger = ExportTrigger(
+      exporter, replay.RecentObservations(
+          server_address, env.observation_spec().shape,
+          num_calibration_observations), export_interval, step_lock)
+  checkpoint_trigger = CheckpointTrigger(checkpointer, train_step,
+                                         checkpoint_interval, step_lock)
 
   def energy_figures(step):
     if energy_meter is None:
@@ -150,18 +137,23 @@ def train(root_dir: str,
     metrics.write_energy(writer, reading, step)
     return reading.as_summary()
 
+  def figures(step):
+    return dict(train_step=step, restored_train_step=restored_train_step,
+                model_update_bytes=model_update_bytes,
+                **export_trigger.figures(), **energy_figures(step))
+
+  status_trigger = StatusTrigger(root_dir, client, summary_interval, figures,
+                                 start_step=restored_train_step)
+  finished = threading.Event()
+
   def finish():
     logging.info('Stopping at train step %d: writing a final checkpoint.',
                  int(train_step))
     checkpointer.save(train_step)
     exporter.wait()
-    figures = energy_figures(int(train_step))
+    final_figures = figures(int(train_step))
     writer.close()
-    run_directory.write_status(
-        root_dir, run_directory.LEARNER_ROLE, train_step=int(train_step),
-        restored_train_step=restored_train_step, stopped=True,
-        **export_figures(), **replay_figures,
-        model_update_bytes=model_update_bytes, **figures)
+    status_trigger.write(stopped=True, **final_figures)
     finished.set()
 
   stop = stop or threading.Event()
@@ -172,6 +164,15 @@ def train(root_dir: str,
                    args=(stop, step_lock, finished, finish, stop_grace_s)
                   ).start()
 
+  dataset = replay.replay_dataset(
+      agent.collect_data_spec, agent.train_sequence_length, server_address,
+      batch_size, rate_limiter_timeout_ms=1_000)
+  train_fn = common.function(agent.train)
+  iterator = iter(dataset)
+  step = int(train_step)
+  waiting_since = None
+  # The loop, as TF-Agents' Learner runs it: a train step, then triggers.
+  triggers = (export_trigger, checkpoint_trigger, status_trigger)
   with writer.as_default(), tf.summary.record_if(
       lambda: tf.math.equal(train_step % summary_interval, 0)):
     while not stop.is_set() and not (max_train_steps and
@@ -189,39 +190,11 @@ def train(root_dir: str,
         _check_server(client, server_timeout_s, waiting_since)
         iterator = iter(dataset)
         continue
-
       with step_lock:
         loss = train_fn(experience).loss
-        step = int(train_step)
-        if step % export_interval == 0:
-          reason = _export(exporter, calibration, step)
-          if reason:
-            skipped['skipped_exports'] += 1
-            skipped['last_skipped_export'] = f'step {step}: {reason}'
-            logging.warning('Export skipped at %s.',
-                            skipped['last_skipped_export'])
-          with tf.summary.record_if(True):  # at every export, not every Nth
-            tf.summary.scalar('export/skipped', skipped['skipped_exports'],
-                              step=step)
-            tf.summary.scalar('export/refused', exporter.refused_exports,
-                              step=step)
-        if step % checkpoint_interval == 0:
-          checkpointer.save(train_step)
-        if step % summary_interval == 0 or time.time() - last_status_time > 5:
-          rate = steps_per_second.rate(step)
-          replay_figures.update(_replay_figures(client))
-          tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
-          for name in ('replay_size', 'replay_samples_per_insert_after_warmup'):
-            if replay_figures.get(name) is not None:
-              tf.summary.scalar(f'learner/{name}', replay_figures[name],
-                                step=step)
-          run_directory.write_status(
-              root_dir, run_directory.LEARNER_ROLE, train_step=step,
-              loss=float(loss), restored_train_step=restored_train_step,
-              train_steps_per_second=rate, **replay_figures,
-              model_update_bytes=model_update_bytes, **export_figures(),
-              **energy_figures(step))
-          last_status_time = time.time()
+      step = int(train_step)
+      for trigger in triggers:
+        trigger(step, loss)
 
   watchdog.stop()
   with step_lock:
@@ -230,6 +203,109 @@ def train(root_dir: str,
   replay.drop_on_daemon_thread(iterator)
   del iterator
   return step
+
+
+class ExportTrigger:
+  """Every `interval` train steps: calibration observations from the
+  server, a copy of the weights under the step lock, and their conversion
+  on the exporter's thread. An export that cannot start is counted and
+  said why."""
+
+  def __init__(self, exporter: export.PolicyExporter,
+               calibration: replay.RecentObservations, interval: int,
+               step_lock: threading.Lock):
+    self._exporter = exporter
+    self._calibration = calibration
+    self._interval = interval
+    self._step_lock = step_lock
+    self._skipped = 0
+    self._last_skipped = ''
+
+  def __call__(self, step: int, loss) -> None:
+    del loss
+    if step % self._interval:
+      return
+    reason = self._start(step)
+    if reason:
+      self._skipped += 1
+      self._last_skipped = f'step {step}: {reason}'
+      logging.warning('Export skipped at %s.', self._last_skipped)
+    with tf.summary.record_if(True):  # At every export, not every Nth step.
+      tf.summary.scalar('export/skipped', self._skipped, step=step)
+      tf.summary.scalar('export/refused', self._exporter.refused_exports,
+                        step=step)
+
+  def _start(self, step: int) -> Optional[str]:
+    """Starts an export; returns why none started, if so."""
+    if self._exporter.busy:
+      return 'the previous export is still running'
+    observations = self._calibration.sample()
+    if observations is None:
+      # Calibrating on older states would fit int8 to states the actors left.
+      return self._calibration.failure
+    with self._step_lock:
+      self._exporter.export_async(step, observations)
+    return None
+
+  def figures(self) -> dict:
+    return dict(exports=self._exporter.versions_exported,
+                refused_exports=self._exporter.refused_exports,
+                last_refused_export=self._exporter.last_refused_export,
+                skipped_exports=self._skipped,
+                last_skipped_export=self._last_skipped)
+
+
+class CheckpointTrigger:
+  """Every `interval` train steps, a TF checkpoint (under the step lock: it
+  reads the weights)."""
+
+  def __init__(self, checkpointer: common.Checkpointer,
+               train_step: tf.Variable, interval: int,
+               step_lock: threading.Lock):
+    self._checkpointer = checkpointer
+    self._train_step = train_step
+    self._interval = interval
+    self._step_lock = step_lock
+
+  def __call__(self, step: int, loss) -> None:
+    del loss
+    if step % self._interval == 0:
+      with self._step_lock:
+        self._checkpointer.save(self._train_step)
+
+
+class StatusTrigger:
+  """Every `interval` train steps, and at least every 5 s: the train rate
+  and replay figures to TensorBoard, and `figures(step)` with them to the
+  learner's status file."""
+
+  def __init__(self, root_dir: str, client: reverb.Client, interval: int,
+               figures, start_step: int):
+    self._root_dir = root_dir
+    self._client = client
+    self._interval = interval
+    self._figures = figures
+    self._rate = metrics.RateMeter(start_step)
+    self._last_time = 0.0
+    self.replay_figures = {}  # The newest, for the final status too.
+
+  def __call__(self, step: int, loss) -> None:
+    if step % self._interval and time.time() - self._last_time <= 5:
+      return
+    rate = self._rate.rate(step)
+    self.replay_figures.update(_replay_figures(self._client))
+    tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
+    for name in ('replay_size', 'replay_samples_per_insert_after_warmup'):
+      if self.replay_figures.get(name) is not None:
+        tf.summary.scalar(f'learner/{name}', self.replay_figures[name],
+                          step=step)
+    self.write(loss=float(loss), train_steps_per_second=rate,
+               **self._figures(step))
+    self._last_time = time.time()
+
+  def write(self, **figures) -> None:
+    run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
+                               **self.replay_figures, **figures)
 
 
 def restore_policy_network(root_dir: str, step: Optional[int] = None):
@@ -249,20 +325,6 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
   tf.train.Checkpoint(agent=agent, train_step=train_step).restore(
       path).assert_existing_objects_matched()
   return env, policy_network, int(train_step)
-
-
-def _export(exporter: export.PolicyExporter,
-            calibration: replay.RecentObservations, step: int
-           ) -> Optional[str]:
-  """Starts an export; returns why none started, if so."""
-  if exporter.busy:
-    return 'the previous export is still running'
-  observations = calibration.sample()
-  if observations is None:
-    # Calibrating on older states would fit int8 to states the actors left.
-    return calibration.failure
-  exporter.export_async(step, observations)
-  return None
 
 
 def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
