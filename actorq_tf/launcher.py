@@ -250,17 +250,12 @@ def run_local(settings: RunSettings,
     common_args += ['--gin_file', gin_file]
   for binding in settings.gin_bindings:
     common_args += ['--gin_bindings', binding]
-  client_args = common_args + ['--replay_server_address', address]
-  precision_args = ['--actor_precision', settings.actor_precision]
 
-  # Results of an earlier launch of a resumed run do not end this one.
-  seen_results = len(evaluation.read_results(root_dir))
   keeper = _ResultKeeper(root_dir, rule, log)
   if meter:
     meter.start()
   energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
-  start = time.monotonic()
-  start_wall_time = time.time()
+  clock = _Clock(time.monotonic(), time.time())
   roles = [RoleProcess(run_directory.SERVER_ROLE, 'binaries.reverb_server_main',
                        common_args + ['--port', str(port)], log_dir)]
   summary = {
@@ -275,7 +270,7 @@ def run_local(settings: RunSettings,
       'num_actors': settings.num_actors,
       'seed': settings.seed,
       'code_version': run_directory.code_version(),
-      'start_time': start_wall_time,
+      'start_time': clock.wall_time,
       'gin_files': list(settings.gin_files),
       'gin_bindings': list(settings.gin_bindings),
       'replay_server_address': address,
@@ -283,104 +278,163 @@ def run_local(settings: RunSettings,
       'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
-  status = 'failed'
-  error = None
-  chaos = random.Random(settings.seed)
-  next_chaos_kill = start + (settings.chaos_kill_interval_s or float('inf'))
+  # Results of an earlier launch of a resumed run do not end this one.
+  seen_results = len(evaluation.read_results(root_dir))
+  outcome = _Outcome('failed')
   try:
     _wait_for_role_server(roles[0], address, interrupted)
-    # This process measures the whole machine, learner included.
-    roles.append(RoleProcess(run_directory.LEARNER_ROLE,
-                             'binaries.learner_main',
-                             client_args + precision_args +
-                             ['--notrack_energy'], log_dir))
-    roles.append(RoleProcess(run_directory.EVALUATOR_ROLE,
-                             'binaries.eval_main', client_args, log_dir))
-    for i in range(settings.num_actors):
-      roles.append(RoleProcess(
-          run_directory.actor_role(i), 'binaries.actor_main',
-          client_args + precision_args +
-          ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
-          log_dir))
+    roles += _start_clients(settings, common_args + [
+        '--replay_server_address', address], log_dir)
     log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
         f'{address}, learner, evaluator and {settings.num_actors} '
         f'{settings.actor_precision} actor(s); logs in {log_dir}')
-
-    next_progress = time.monotonic() + settings.progress_interval_s
-    target_time = None
-    chaos_killed = set()
-    refusals = _RefusalWatch(max_refused_versions, max_refusing_s,
-                             start_wall_time)
-    while True:
-      time.sleep(0.5)
-      for role in roles:
-        if role.exit_code() is not None:
-          _restart_or_fail(role, settings, role.name in chaos_killed, log)
-          chaos_killed.discard(role.name)
-      if time.monotonic() >= next_chaos_kill:
-        victim = chaos.choice(roles)
-        log(f'Chaos: killing {victim.name} (SIGKILL).')
-        victim.kill()
-        chaos_killed.add(victim.name)
-        summary['chaos_kills'].append(
-            [round(time.monotonic() - start, 1), victim.name])
-        next_chaos_kill += settings.chaos_kill_interval_s
-      progress = _progress(root_dir, settings.num_actors)
-      refusals.check(progress['actors'])
-      results = evaluation.read_results(root_dir)
-      for result in results[seen_results:]:
-        if keeper.add(result):
-          target_time = time.monotonic()
-          summary.update(
-              target_reached=True,
-              time_to_target_s=round(result['time'] - start_wall_time, 1),
-              env_steps_to_target=progress['env_steps'],
-              train_steps_to_target=result['version'])
-          log(f'Target met: evaluations of versions '
-              f'{", ".join(str(r["version"]) for r in keeper.rule.streak)} '
-              f'reached {target_return:g}; version {result["version"]} kept '
-              f'in {os.path.dirname(keeper.model_path("target"))}.')
-          if meter:
-            reading = meter.reading()
-            summary.update(energy_kwh_to_target=reading.energy_kwh,
-                           emissions_kg_to_target=reading.emissions_kg)
-      seen_results = len(results)
-      now = time.monotonic()
-      budget = over_budget(settings.max_env_steps, settings.max_wall_time_s,
-                           progress['env_steps'], now - start)
-      if target_time is not None:
-        # A stop while it trains on after the target cuts only the hold.
-        if interrupted.signal_name or budget or (
-            now - target_time >= settings.continue_after_target_s):
-          status = 'target_reached'
-      elif interrupted.signal_name:
-        status = f'interrupted ({interrupted.signal_name})'
-      elif budget:
-        status = budget
-      if status != 'failed' or now >= next_progress:
-        log(_progress_line(now - start, progress, results[-1:]))
-        next_progress = now + settings.progress_interval_s
-        if meter:
-          metrics.write_energy(energy_writer, meter.reading(),
-                               int(now - start))
-      if status != 'failed':
-        break
+    outcome = _Outcome(_monitor(
+        settings, roles, keeper, interrupted, clock, summary, seen_results,
+        _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
+        meter, energy_writer, log))
   except ActorQError as e:
-    error = e.message
+    outcome = _Outcome('failed', e.message)
   finally:
-    log(f'Stopping ({status if error is None else "a role failed"}).')
+    log(f'Stopping ({"a role failed" if outcome.error else outcome.status}).')
     _stop_roles(roles, settings.shutdown_grace_s)
 
-  progress = _progress(root_dir, settings.num_actors)
-  results = evaluation.read_results(root_dir)
+  _summarize(summary, outcome, settings, roles, keeper, clock, seen_results)
+  if meter:
+    reading = meter.stop()
+    metrics.write_energy(energy_writer, reading,
+                         int(time.monotonic() - clock.start))
+    energy_writer.close()
+    summary.update(reading.as_summary())
+  run_directory.write_json_atomically(
+      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
+  if outcome.error is not None:
+    raise ActorQError(outcome.error)
+  return summary
+
+
+@dataclasses.dataclass(frozen=True)
+class _Clock:
+  start: float  # time.monotonic()
+  wall_time: float  # time.time() at the same moment
+
+
+@dataclasses.dataclass(frozen=True)
+class _Outcome:
+  """How a run ended: its status ('target_reached', a budget's name,
+  'interrupted (SIGINT)', 'failed') and, if a role failed, why."""
+  status: str
+  error: Optional[str] = None
+
+
+def _start_clients(settings: RunSettings, client_args: List[str],
+                   log_dir: str) -> List[RoleProcess]:
+  """The learner, the evaluator and the actors, once the server answers."""
+  precision_args = ['--actor_precision', settings.actor_precision]
+  # The launcher measures the whole machine, learner included.
+  roles = [RoleProcess(run_directory.LEARNER_ROLE, 'binaries.learner_main',
+                       client_args + precision_args + ['--notrack_energy'],
+                       log_dir),
+           RoleProcess(run_directory.EVALUATOR_ROLE, 'binaries.eval_main',
+                       client_args, log_dir)]
+  for i in range(settings.num_actors):
+    roles.append(RoleProcess(
+        run_directory.actor_role(i), 'binaries.actor_main',
+        client_args + precision_args +
+        ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
+        log_dir))
+  return roles
+
+
+def _monitor(settings: RunSettings, roles: List[RoleProcess],
+             keeper: '_ResultKeeper', interrupted: _Interrupted,
+             clock: _Clock, summary: Dict, seen_results: int,
+             refusals: '_RefusalWatch', meter, energy_writer, log) -> str:
+  """Watches the running roles until the run ends; returns its status.
+
+  Restarts roles that exit (or raises ActorQError when one must not be),
+  injects chaos kills, applies the stopping rule to each new evaluation
+  (target figures go into `summary`), and prints progress.
+  """
+  root_dir = settings.root_dir
+  next_progress = time.monotonic() + settings.progress_interval_s
+  target_time = None
+  chaos = random.Random(settings.seed)
+  next_chaos_kill = clock.start + (settings.chaos_kill_interval_s or
+                                   float('inf'))
+  chaos_killed = set()
+  while True:
+    time.sleep(0.5)
+    for role in roles:
+      if role.exit_code() is not None:
+        _restart_or_fail(role, settings, role.name in chaos_killed, log)
+        chaos_killed.discard(role.name)
+    if time.monotonic() >= next_chaos_kill:
+      victim = chaos.choice(roles)
+      log(f'Chaos: killing {victim.name} (SIGKILL).')
+      victim.kill()
+      chaos_killed.add(victim.name)
+      summary['chaos_kills'].append(
+          [round(time.monotonic() - clock.start, 1), victim.name])
+      next_chaos_kill += settings.chaos_kill_interval_s
+    progress = _progress(root_dir, settings.num_actors)
+    refusals.check(progress['actors'])
+    results = evaluation.read_results(root_dir)
+    for result in results[seen_results:]:
+      if keeper.add(result):
+        target_time = time.monotonic()
+        summary.update(
+            target_reached=True,
+            time_to_target_s=round(result['time'] - clock.wall_time, 1),
+            env_steps_to_target=progress['env_steps'],
+            train_steps_to_target=result['version'])
+        log(f'Target met: evaluations of versions '
+            f'{", ".join(str(r["version"]) for r in keeper.rule.streak)} '
+            f'reached {keeper.rule.target_return:g}; version '
+            f'{result["version"]} kept in '
+            f'{os.path.dirname(keeper.model_path("target"))}.')
+        if meter:
+          reading = meter.reading()
+          summary.update(energy_kwh_to_target=reading.energy_kwh,
+                         emissions_kg_to_target=reading.emissions_kg)
+    seen_results = len(results)
+    now = time.monotonic()
+    budget = over_budget(settings.max_env_steps, settings.max_wall_time_s,
+                         progress['env_steps'], now - clock.start)
+    status = None
+    if target_time is not None:
+      # A stop while it trains on after the target cuts only the hold.
+      if interrupted.signal_name or budget or (
+          now - target_time >= settings.continue_after_target_s):
+        status = 'target_reached'
+    elif interrupted.signal_name:
+      status = f'interrupted ({interrupted.signal_name})'
+    elif budget:
+      status = budget
+    if status or now >= next_progress:
+      log(_progress_line(now - clock.start, progress, results[-1:]))
+      next_progress = now + settings.progress_interval_s
+      if meter:
+        metrics.write_energy(energy_writer, meter.reading(),
+                             int(now - clock.start))
+    if status:
+      return status
+
+
+def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
+               roles: List[RoleProcess], keeper: '_ResultKeeper',
+               clock: _Clock, seen_results: int) -> None:
+  """Completes `summary` once every role stopped: how the run ended, the
+  model it keeps and what it played, the counters and the roles' fates."""
+  progress = _progress(settings.root_dir, settings.num_actors)
+  results = evaluation.read_results(settings.root_dir)
   for result in results[seen_results:]:  # Ended while the roles stopped.
     keeper.add_after_stop(result)
   kept_name = 'target' if keeper.target else 'best' if keeper.best else None
   kept = keeper.target or keeper.best
   summary.update(
-      status=status,
-      error=error,
-      wall_time_s=round(time.monotonic() - start, 1),
+      status=outcome.status,
+      error=outcome.error,
+      wall_time_s=round(time.monotonic() - clock.start, 1),
       env_steps=progress['env_steps'],
       train_steps=progress['train_steps'],
       # The kept model and what it played: the version that met the target,
@@ -409,17 +463,6 @@ def run_local(settings: RunSettings,
                               for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles})
-  if meter:
-    reading = meter.stop()
-    metrics.write_energy(energy_writer, reading,
-                         int(time.monotonic() - start))
-    energy_writer.close()
-    summary.update(reading.as_summary())
-  run_directory.write_json_atomically(
-      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
-  if error is not None:
-    raise ActorQError(error)
-  return summary
 
 
 def over_budget(max_env_steps: int, max_wall_time_s: float, env_steps: int,
