@@ -27,12 +27,12 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
+from actorq_tf import runtime
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import TFLiteModel
 from actorq_tf.interpreter import load_untrusted_model
-from actorq_tf.watchdog import ProgressWatchdog
 
 
 _FIRST = np.asarray(StepType.FIRST, np.int32)
@@ -184,7 +184,7 @@ def run_actor(root_dir: str,
               max_env_steps: int = 0,
               model_pull_interval: int = 0,
               status_interval_s: float = 5.0,
-              server_timeout_s: float = 120.0,
+              server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
               wait_for_first_model_s: float = 0.0,
               should_stop=lambda: False) -> int:
   """Collects experience until `max_env_steps` (0: until stopped).
@@ -228,7 +228,7 @@ def run_actor(root_dir: str,
   action_dtype = env.action_spec().dtype
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
-  watchdog = ProgressWatchdog(
+  watchdog = runtime.Watchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
   # The watchdog ends the process if it is not stopped: it must not outlive
   # an actor that raised in the caller's process (benchmarks, tests).
@@ -407,7 +407,7 @@ def run_actor(root_dir: str,
 
 
 def _wait_for_first_model(policy, timeout_s: float,
-                          watchdog: ProgressWatchdog) -> None:
+                          watchdog: runtime.Watchdog) -> None:
   deadline = time.monotonic() + timeout_s
   while not policy.update(wait=True):
     watchdog.beat()

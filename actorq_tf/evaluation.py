@@ -27,10 +27,10 @@ from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import run_directory
+from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import load_untrusted_model
-from actorq_tf.watchdog import ProgressWatchdog
 
 # What an evaluated version leaves in its directory: the int8 model and,
 # beside it, its normalizer and the fp32 weights it was evaluated against
@@ -135,7 +135,7 @@ def run_evaluator(root_dir: str,
                   seed: int = 0,
                   num_episodes: int = 10,
                   min_interval_s: float = 5.0,
-                  server_timeout_s: float = 120.0,
+                  server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
                   variables_timeout_s: float = 10.0,
                   kept_versions: int = 3,
                   should_stop=lambda: False,
@@ -177,7 +177,7 @@ def run_evaluator(root_dir: str,
   # A restarted evaluator goes on after the newest version it evaluated.
   puller.version = max([r['version'] for r in read_results(root_dir)],
                        default=0)
-  watchdog = ProgressWatchdog(
+  watchdog = runtime.Watchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
   summary_writer = metrics.summary_writer(root_dir,
                                           run_directory.EVALUATOR_ROLE)

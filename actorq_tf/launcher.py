@@ -27,6 +27,7 @@ from actorq_tf import evaluation
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import run_directory
+from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
 
 
@@ -510,7 +511,8 @@ def _restart_or_fail(role: RoleProcess, settings: RunSettings,
 
 def _wait_for_role_server(server: RoleProcess, address: str,
                           interrupted: _Interrupted,
-                          timeout_s: float = 120.0) -> None:
+                          timeout_s: float = runtime.SERVER_TIMEOUT_S
+                         ) -> None:
   deadline = time.monotonic() + timeout_s
   while time.monotonic() < deadline and not interrupted.signal_name:
     if server.exit_code() is not None:

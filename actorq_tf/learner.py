@@ -26,9 +26,9 @@ from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
+from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
-from actorq_tf.watchdog import ProgressWatchdog
 
 
 @gin.configurable
@@ -42,7 +42,7 @@ def train(root_dir: str,
           checkpoint_interval: int = 1_000,
           summary_interval: int = 100,
           num_calibration_observations: int = 256,
-          server_timeout_s: float = 120.0,
+          server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0,
           energy_meter: Optional[energy.EnergyMeter] = None) -> int:
@@ -157,12 +157,10 @@ def train(root_dir: str,
     finished.set()
 
   stop = stop or threading.Event()
-  watchdog = ProgressWatchdog(
+  watchdog = runtime.Watchdog(
       server_timeout_s, f'sampling replay from the Reverb server at '
       f'{server_address}')
-  threading.Thread(target=_finish_if_stuck, daemon=True,
-                   args=(stop, step_lock, finished, finish, stop_grace_s)
-                  ).start()
+  runtime.finish_if_stuck(stop, finished, step_lock, finish, stop_grace_s)
 
   dataset = replay.replay_dataset(
       agent.collect_data_spec, agent.train_sequence_length, server_address,
@@ -199,9 +197,10 @@ def train(root_dir: str,
   watchdog.stop()
   with step_lock:
     finish()
-  stop.set()  # Lets the watchdog thread end.
-  replay.drop_on_daemon_thread(iterator)
+  stop.set()  # Lets the finishing thread end.
+  holder = [iterator]
   del iterator
+  runtime.release_off_thread(holder)
   return step
 
 
@@ -325,37 +324,6 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
   tf.train.Checkpoint(agent=agent, train_step=train_step).restore(
       path).assert_existing_objects_matched()
   return env, policy_network, int(train_step)
-
-
-def _finish_if_stuck(stop: threading.Event, step_lock: threading.Lock,
-                     finished: threading.Event, finish, grace_s: float):
-  """Finishes the run if the train loop cannot see `stop`.
-
-  A replay sample blocked inside Reverb's C++ code does not return to Python
-  (seen when actors stop first), so the loop never checks `stop`. The weights
-  do not change while it waits, so checkpointing from here is safe.
-  """
-  stop.wait()
-  if finished.wait(grace_s):
-    return
-  if not step_lock.acquire(timeout=grace_s):
-    # Stuck inside a train step or an export: the weights may be half
-    # updated, so the newest periodic checkpoint stands.
-    logging.error('The train loop is stuck in a train step %.0f s after the '
-                  'stop; exiting without a final checkpoint.', 2 * grace_s)
-    logging.flush()
-    os._exit(1)  # pylint: disable=protected-access
-  try:
-    if finished.is_set():
-      return
-    logging.warning('The train loop is still blocked on replay sampling '
-                    '%.0f s after the stop; finishing from the watchdog.',
-                    grace_s)
-    finish()
-    logging.flush()
-    os._exit(0)  # pylint: disable=protected-access
-  finally:
-    step_lock.release()
 
 
 def _replay_figures(client: reverb.Client) -> dict:

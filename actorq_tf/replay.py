@@ -4,7 +4,6 @@ Beside it a small table keeps the observations the actors saw most
 recently: int8 models are calibrated on those, the states the current policy
 visits, not on the whole replay history.
 """
-import threading
 import time
 from typing import Callable, Dict, Optional
 
@@ -164,20 +163,6 @@ class RecentObservations:
       self.failure = 'no observation came within the timeout'
       return None
     return np.stack(observations)
-
-
-def drop_on_daemon_thread(iterator) -> None:
-  """Drops the last reference to a Reverb dataset iterator off this thread.
-
-  Its C++ destructor waits for the samples in flight, which a rate limiter
-  can hold for good (seen: learners killed by the launcher after their final
-  checkpoint).
-  """
-  if iterator is not None:
-    # The thread holds its reference a while, so that the caller's own is
-    # surely gone first and the last one is dropped off the caller's thread.
-    threading.Thread(target=lambda *_: time.sleep(5), args=(iterator,),
-                     name='DropReverbIterator', daemon=True).start()
 
 
 def replay_dataset(collect_data_spec, sequence_length: int,

@@ -4,6 +4,7 @@ from absl import flags
 from binaries import common
 from actorq_tf import PRECISIONS
 from actorq_tf import actor
+from actorq_tf import runtime
 
 common.define_server_address_flag()
 flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
@@ -21,7 +22,7 @@ FLAGS = flags.FLAGS
 
 def main(_):
   common.parse_gin()
-  stop = common.stop_on_signals()
+  stop = runtime.stop_on_signals()
   actor.run_actor(FLAGS.root_dir, FLAGS.replay_server_address,
                   precision=FLAGS.actor_precision,
                   actor_index=FLAGS.actor_index, num_actors=FLAGS.num_actors,

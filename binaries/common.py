@@ -1,8 +1,6 @@
 """What every binary shares: the usual flags, gin, quiet logs, clean errors."""
-import os
-import signal
 import sys
-import threading
+import traceback
 
 from absl import app
 from absl import flags
@@ -10,6 +8,7 @@ from absl import logging
 
 from actorq_tf import config
 from actorq_tf import energy
+from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
 
 flags.DEFINE_string('root_dir', None, 'Run directory: summaries, checkpoints, '
@@ -47,28 +46,9 @@ def parse_gin():
   config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings)
 
 
-def stop_on_signals() -> threading.Event:
-  """An event that SIGTERM and SIGINT set, for a clean shutdown."""
-  stop = threading.Event()
-  for signum in (signal.SIGTERM, signal.SIGINT):
-    signal.signal(signum, lambda *_: stop.set())
-  # Python runs signal handlers on the main thread only, and a learner's main
-  # thread was seen blocked inside Reverb sampling for good: the wakeup fd is
-  # written by the C-level handler at once, so a thread sets the event.
-  read_fd, write_fd = os.pipe()
-  os.set_blocking(write_fd, False)
-  signal.set_wakeup_fd(write_fd)
-
-  def set_on_wakeup():
-    os.read(read_fd, 1)
-    stop.set()
-
-  threading.Thread(target=set_on_wakeup, daemon=True).start()
-  return stop
-
-
 def run(main):
-  """app.run that shows an ActorQError as one line and exits with 1."""
+  """app.run that shows an ActorQError as one line, and leaves through
+  `runtime.exit_process` on every path (see `runtime`)."""
 
   def main_with_clean_errors(argv):
     logging.set_verbosity(logging.INFO)
@@ -77,13 +57,10 @@ def run(main):
     except ActorQError as e:
       print(f'{sys.argv[0].split("/")[-1]}: error: {e.message}',
             file=sys.stderr)
-      sys.exit(1)
-    # The role has written and closed everything it keeps. Interpreter
-    # shutdown can still block on Reverb's and tf.data's C++ threads (a
-    # learner was seen stuck there after its final checkpoint), so exit now.
-    logging.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # pylint: disable=protected-access
+      runtime.exit_process(1)
+    except Exception:  # pylint: disable=broad-except
+      traceback.print_exc()  # A bug: its traceback, then the same exit.
+      runtime.exit_process(1)
+    runtime.exit_process(0)
 
   app.run(main_with_clean_errors)

@@ -3,6 +3,7 @@ from absl import flags
 
 from binaries import common
 from actorq_tf import evaluation
+from actorq_tf import runtime
 
 common.define_server_address_flag()
 flags.DEFINE_integer('max_evaluations', 0, 'Stop after this many; 0 runs '
@@ -13,7 +14,7 @@ FLAGS = flags.FLAGS
 
 def main(_):
   common.parse_gin()
-  stop = common.stop_on_signals()
+  stop = runtime.stop_on_signals()
   evaluation.run_evaluator(FLAGS.root_dir, FLAGS.replay_server_address,
                            seed=FLAGS.seed, should_stop=stop.is_set,
                            max_evaluations=FLAGS.max_evaluations)

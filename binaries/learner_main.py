@@ -4,6 +4,7 @@ from absl import flags
 from binaries import common
 from actorq_tf import PRECISIONS
 from actorq_tf import learner
+from actorq_tf import runtime
 
 common.define_server_address_flag()
 common.define_energy_flags()
@@ -17,7 +18,7 @@ FLAGS = flags.FLAGS
 
 def main(_):
   common.parse_gin()
-  stop = common.stop_on_signals()
+  stop = runtime.stop_on_signals()
   learner.train(FLAGS.root_dir, FLAGS.replay_server_address,
                 actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
                 max_train_steps=FLAGS.max_train_steps,

@@ -2,6 +2,7 @@
 from absl import flags
 
 from binaries import common
+from actorq_tf import runtime
 from actorq_tf import server
 
 flags.DEFINE_integer('port', 8008, 'Port the Reverb server listens on, on '
@@ -11,7 +12,7 @@ FLAGS = flags.FLAGS
 
 def main(_):
   common.parse_gin()
-  server.serve(FLAGS.root_dir, FLAGS.port, common.stop_on_signals())
+  server.serve(FLAGS.root_dir, FLAGS.port, runtime.stop_on_signals())
 
 
 def run():

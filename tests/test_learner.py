@@ -1,7 +1,5 @@
 """The learner in-process against a real Reverb server fed by an actor."""
 import os
-import subprocess
-import sys
 
 import reverb
 import tensorflow as tf
@@ -13,7 +11,6 @@ from actorq_tf import environments
 from actorq_tf import learner
 from actorq_tf import model_channel
 from actorq_tf import run_directory
-from conftest import PROJECT_ROOT
 
 
 def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
@@ -66,30 +63,6 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
   update_bytes = status['model_update_bytes']
   assert set(update_bytes) == {'int8', 'fp16', 'tf'}
   assert update_bytes['int8'] < update_bytes['fp16'] < update_bytes['tf']
-
-
-def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
-  """The watchdog checkpoints and ends the process when the loop is stuck."""
-  marker = tmp_path / 'finished'
-  script = f'''
-import threading, time
-from actorq_tf import learner
-stop, lock, finished = threading.Event(), threading.Lock(), threading.Event()
-def finish():
-  open({str(marker)!r}, 'w').write('checkpointed')
-  finished.set()
-threading.Thread(target=learner._finish_if_stuck, daemon=True,
-                 args=(stop, lock, finished, finish, 0.5)).start()
-stop.set()
-time.sleep(60)  # A train loop blocked in replay sampling.
-raise SystemExit(3)
-'''
-  result = subprocess.run([sys.executable, '-c', script], cwd=PROJECT_ROOT,
-                          env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
-                          capture_output=True, text=True, timeout=120)
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert marker.read_text() == 'checkpointed'
-  assert 'finishing from the watchdog' in result.stderr
 
 
 def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):

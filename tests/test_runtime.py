@@ -1,0 +1,78 @@
+"""The runtime every role shares: stop, bounded waits, release, exit."""
+import os
+import subprocess
+import sys
+import threading
+
+from actorq_tf import runtime
+from conftest import PROJECT_ROOT
+
+
+def _run_script(script: str) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, '-c', script], cwd=PROJECT_ROOT,
+                        env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+                        capture_output=True, text=True, timeout=120)
+
+
+def test_a_loop_blocked_after_stop_is_finished_by_the_watchdog(tmp_path):
+  """The runtime checkpoints and ends the process when the loop is stuck."""
+  marker = tmp_path / 'finished'
+  script = f'''
+import threading, time
+from actorq_tf import runtime
+stop, lock, finished = threading.Event(), threading.Lock(), threading.Event()
+def finish():
+  open({str(marker)!r}, 'w').write('checkpointed')
+  finished.set()
+runtime.finish_if_stuck(stop, finished, lock, finish, 0.5)
+stop.set()
+time.sleep(60)  # A train loop blocked in replay sampling.
+raise SystemExit(3)
+'''
+  result = _run_script(script)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert marker.read_text() == 'checkpointed'
+  assert 'finishing from the watchdog' in result.stderr
+
+
+
+def test_a_watchdog_without_beats_ends_the_process_saying_why():
+  result = _run_script('''
+import time
+from actorq_tf import runtime
+watchdog = runtime.Watchdog(1.0, 'waiting for the Reverb server at x:1')
+for _ in range(3):
+  time.sleep(0.5)
+  watchdog.beat()  # Progress: it lets the process live.
+time.sleep(60)  # Held in a call without a timeout.
+''')
+  assert result.returncode == 1
+  assert ('no progress for 1 s while waiting for the Reverb server at x:1; '
+          'giving up') in result.stderr
+
+
+def test_sigterm_sets_the_stop_event():
+  result = _run_script('''
+import os, signal
+from actorq_tf import runtime
+stop = runtime.stop_on_signals()
+os.kill(os.getpid(), signal.SIGTERM)
+print('stopped' if stop.wait(10) else 'running')
+''')
+  assert result.stdout.strip() == 'stopped', result.stderr[-2000:]
+
+
+def test_a_released_object_is_destroyed_off_the_callers_thread():
+  destroyed_on = []
+  done = threading.Event()
+
+  class Blocking:
+    def __del__(self):
+      destroyed_on.append(threading.current_thread().name)
+      done.set()
+
+  holder = [Blocking()]
+  runtime.release_off_thread(holder)
+  assert not holder
+  assert done.wait(10)
+  assert destroyed_on == ['Release']
