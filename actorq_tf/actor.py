@@ -60,6 +60,7 @@ class TFLiteActorPolicy:
     self._output_size = algorithm.policy_output_size(env)
     self._algorithm = algorithm
     self._model: Optional[TFLiteModel] = None
+    self._act = None  # The model's greedy action for one observation.
     self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
     self._pending: Optional[futures.Future] = None
 
@@ -95,6 +96,7 @@ class TFLiteActorPolicy:
       return False
     self._puller.accept(published)
     self._model = model
+    self._act = self._algorithm.model_policy(model)
     return True
 
   def _load(self, published):
@@ -111,7 +113,7 @@ class TFLiteActorPolicy:
     for D4PG), or None before the first model."""
     if self._model is None:
       return None
-    return self._algorithm.model_action(self._model, observation)
+    return self._act(observation)
 
 
 def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder
@@ -247,12 +249,8 @@ def run_actor(root_dir: str,
       policy = TFLiteActorPolicy(client, precision, env, algorithm,
                                  seed=actor_seed)
     explorer = algorithm.explorer(env, actor_index, num_actors, actor_seed)
-    # A walk in an environment of its own: the actor's episodes keep their
-    # seeds.
     novelty = exploration.CountBonus(
-        lambda: environments.random_walk_observations(
-            environments.load_environment(), NOVELTY_WALK_STEPS,
-            seed=actor_seed))
+        lambda: _walk_observations(actor_seed))
 
     role = run_directory.actor_role(actor_index)
     summary_writer = metrics.summary_writer(root_dir, role)
@@ -404,6 +402,17 @@ def run_actor(root_dir: str,
     return steps
   finally:
     watchdog.stop()
+
+
+def _walk_observations(seed: int) -> np.ndarray:
+  """A random walk's observations, in an environment of its own: the
+  actor's episodes keep their seeds."""
+  env = environments.load_environment()
+  try:
+    return environments.random_walk_observations(env, NOVELTY_WALK_STEPS,
+                                                 seed=seed)
+  finally:
+    env.close()
 
 
 def _wait_for_first_model(policy, timeout_s: float,

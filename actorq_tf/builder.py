@@ -2,8 +2,9 @@
 
 The launcher, actor loop, learner loop, evaluator, exporter and benchmarks
 ask the configured builder (`agents.builder()`) and never branch on the
-algorithm's name or on the kind of actions, as Acme's agent builders serve
-its experiment layout. A builder knows:
+algorithm's name, as Acme's agent builders serve its experiment layout.
+(Uniformly random actions, the environment's and not an algorithm's, are
+drawn from the action spec directly.) A builder knows:
   - whether the environment's actions suit it, and the policy network's
     output size (the exported model's);
   - the policy network (what actors run) and the agent (what the learner
@@ -17,7 +18,7 @@ its experiment layout. A builder knows:
     model in Python, and TF-Agents' own greedy policy for the stock actor.
 """
 import abc
-from typing import Tuple
+from typing import Callable, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -92,9 +93,11 @@ class AlgorithmBuilder(abc.ABC):
     outputs (in TF, for fp32 evaluation)."""
 
   @abc.abstractmethod
-  def model_action(self, model: TFLiteModel, observation: np.ndarray):
-    """The greedy action of a TFLite model for one observation, as the
-    actor's exploration takes it."""
+  def model_policy(self, model: TFLiteModel
+                  ) -> Callable[[np.ndarray], object]:
+    """The TFLite model's own method that gives its greedy action for one
+    observation, as the actor's exploration takes it (no call layer added
+    on the actor's hot path)."""
 
   @abc.abstractmethod
   def model_actions(self, model: TFLiteModel, observations: np.ndarray,

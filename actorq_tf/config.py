@@ -78,10 +78,16 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
 
 def bound_parameter(configurable, parameter: str):
   """`parameter` of a gin-configurable function as the parsed config binds
-  it, else the function's own default (None if it has none)."""
+  it (unscoped; a macro or reference is an ActorQError), else the
+  function's own default (None if it has none)."""
+  name = f'{configurable.__name__}.{parameter}'
   try:
-    return gin.query_parameter(f'{configurable.__name__}.{parameter}')
+    value = gin.query_parameter(name)
   except ValueError:
     default = inspect.signature(configurable).parameters[parameter].default
     return None if default in (inspect.Parameter.empty, gin.REQUIRED) \
         else default
+  if isinstance(value, gin.config.ConfigurableReference):
+    raise ActorQError(f'{name} must be bound to a value here, not to a '
+                      f'macro or reference ({value})')
+  return value

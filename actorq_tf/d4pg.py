@@ -328,8 +328,8 @@ class D4pgBuilder(AlgorithmBuilder):
   def greedy_actions(self, outputs, action_spec):
     return tf.clip_by_value(outputs, action_spec.minimum, action_spec.maximum)
 
-  def model_action(self, model, observation):
-    return model.action(observation)  # Exploration clips it.
+  def model_policy(self, model):
+    return model.action  # Exploration clips it.
 
   def model_actions(self, model, observations, action_spec):
     return np.clip(model.outputs(observations), action_spec.minimum,

@@ -95,8 +95,8 @@ class DqnBuilder(AlgorithmBuilder):
     del action_spec  # An argmax is always an action.
     return tf.argmax(outputs, axis=-1)
 
-  def model_action(self, model, observation):
-    return model.greedy_action(observation)
+  def model_policy(self, model):
+    return model.greedy_action
 
   def model_actions(self, model, observations, action_spec):
     del action_spec  # An argmax is always an action.

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import gin
 import portpicker
@@ -29,7 +29,6 @@ from actorq_tf import model_channel
 from actorq_tf import run_directory
 from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
-
 
 
 @dataclasses.dataclass
@@ -121,8 +120,6 @@ def _target_metric(precision: str) -> str:
   # int8 actors are judged by the int8 model they run; the other precisions
   # run (a close copy of) the fp32 network.
   return 'return_int8' if precision == 'int8' else 'return_fp32'
-
-
 
 
 class _ResultKeeper:
@@ -289,10 +286,11 @@ def run_local(settings: RunSettings,
     log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
         f'{address}, learner, evaluator and {settings.num_actors} '
         f'{settings.actor_precision} actor(s); logs in {log_dir}')
-    outcome = _Outcome(_monitor(
+    status, seen_results = _monitor(
         settings, roles, keeper, interrupted, clock, summary, seen_results,
         _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
-        meter, energy_writer, log))
+        meter, energy_writer, log)
+    outcome = _Outcome(status)
   except ActorQError as e:
     outcome = _Outcome('failed', e.message)
   finally:
@@ -349,8 +347,10 @@ def _start_clients(settings: RunSettings, client_args: List[str],
 def _monitor(settings: RunSettings, roles: List[RoleProcess],
              keeper: '_ResultKeeper', interrupted: _Interrupted,
              clock: _Clock, summary: Dict, seen_results: int,
-             refusals: '_RefusalWatch', meter, energy_writer, log) -> str:
-  """Watches the running roles until the run ends; returns its status.
+             refusals: '_RefusalWatch', meter, energy_writer, log
+            ) -> Tuple[str, int]:
+  """Watches the running roles until the run ends; returns its status and
+  how many evaluation results it has taken.
 
   Restarts roles that exit (or raises ActorQError when one must not be),
   injects chaos kills, applies the stopping rule to each new evaluation
@@ -418,7 +418,7 @@ def _monitor(settings: RunSettings, roles: List[RoleProcess],
         metrics.write_energy(energy_writer, meter.reading(),
                              int(now - clock.start))
     if status:
-      return status
+      return status, seen_results
 
 
 def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,

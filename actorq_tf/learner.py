@@ -77,6 +77,12 @@ def train(root_dir: str,
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   algorithm = agents.check_environment(env)
   agent, policy_network = algorithm.create_agent(env, train_step)
+  if agent.train_sequence_length != algorithm.sequence_length():
+    # The server made the replay table from the builder's length.
+    raise ActorQError(
+        f'the agent trains on items of {agent.train_sequence_length} steps, '
+        f'its builder says {algorithm.sequence_length()}: bind the n-step '
+        'setting without a scope')
 
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   checkpointer = common.Checkpointer(
@@ -287,12 +293,17 @@ class StatusTrigger:
     self._rate = metrics.RateMeter(start_step)
     self._last_time = 0.0
     self.replay_figures = {}  # The newest, for the final status too.
+    # Set by the final status: a loop still running while the runtime
+    # finishes the learner must not overwrite it.
+    self._stopped = False
 
   def __call__(self, step: int, loss) -> None:
-    if step % self._interval and time.time() - self._last_time <= 5:
+    if self._stopped or (step % self._interval and
+                         time.time() - self._last_time <= 5):
       return
     rate = self._rate.rate(step)
-    self.replay_figures.update(_replay_figures(self._client))
+    self.replay_figures = {**self.replay_figures,
+                           **_replay_figures(self._client)}
     tf.summary.scalar('learner/train_steps_per_second', rate, step=step)
     for name in ('replay_size', 'replay_samples_per_insert_after_warmup'):
       if self.replay_figures.get(name) is not None:
@@ -302,9 +313,13 @@ class StatusTrigger:
                **self._figures(step))
     self._last_time = time.time()
 
-  def write(self, **figures) -> None:
+  def write(self, stopped: bool = False, **figures) -> None:
+    if self._stopped:
+      return
+    self._stopped = stopped
     run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
-                               **self.replay_figures, **figures)
+                               **self.replay_figures, **figures,
+                               **({'stopped': True} if stopped else {}))
 
 
 def restore_policy_network(root_dir: str, step: Optional[int] = None):

@@ -16,6 +16,7 @@
 Roles are `reverb_server`, `learner`, `eval` and `actor_<i>`. Files that
 others read while they are written are replaced whole.
 """
+import functools
 import importlib.metadata
 import json
 import os
@@ -81,6 +82,7 @@ def read_status(root_dir: str, role: str) -> Optional[Dict[str, Any]]:
     return None
 
 
+@functools.lru_cache(maxsize=None)
 def code_version() -> str:
   """The git commit of the code that runs (with '-dirty' for uncommitted
   changes), or the installed package's version outside a git checkout."""

@@ -112,8 +112,8 @@ def finish_if_stuck(stop: threading.Event, finished: threading.Event,
     if finished.wait(grace_s):
       return
     if not step_lock.acquire(timeout=grace_s):
-      _give_up(f'stuck in a train step {2 * grace_s:.0f} s after the stop; '
-               'exiting without a final checkpoint', 1)
+      _give_up(f'still changing or reading its state {2 * grace_s:.0f} s '
+               'after the stop; exiting without a final save', 1)
     try:
       if finished.is_set():
         return

@@ -23,7 +23,6 @@ from actorq_tf import replay
 from actorq_tf import run_directory
 
 
-
 def create_tables(env) -> list:
   """Replay, recent observations, one newest-model table per TFLite
   precision, and variables. The builder gives the replay items' spec

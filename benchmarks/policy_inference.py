@@ -12,7 +12,6 @@ environment.
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
-import functools
 import tempfile
 
 from absl import app
@@ -71,8 +70,7 @@ def measure(calls: int, repeats: int) -> dict:
         TFLiteModel(model_bytes).op_names()))
     model = TFLiteModel(model_bytes, results[precision].normalizer)
     measurements[(precision, 'us_per_call')] = (
-        functools.partial(algorithm.model_action, model), observations,
-        calls)
+        algorithm.model_policy(model), observations, calls)
     measurements[(precision, 'invoke_us')] = (
         common.invoke_only(model_bytes), observations, calls)
 

@@ -99,7 +99,7 @@ def measure_run(run_dir: str, episodes: int, calls: int,
     model = TFLiteModel(result.model_bytes, result.normalizer)
     policy = functools.partial(algorithm.model_actions, model,
                                action_spec=spec)
-    act = functools.partial(algorithm.model_action, model)
+    act = algorithm.model_policy(model)
     fidelity = outputs.fidelity(reference, model.outputs(fp32_states))
     returns = evaluation.greedy_returns(envs, policy, seeds)
     figures = _interval(returns)

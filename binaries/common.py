@@ -58,6 +58,8 @@ def run(main):
       print(f'{sys.argv[0].split("/")[-1]}: error: {e.message}',
             file=sys.stderr)
       runtime.exit_process(1)
+    except app.UsageError:
+      raise  # absl prints the usage.
     except Exception:  # pylint: disable=broad-except
       traceback.print_exc()  # A bug: its traceback, then the same exit.
       runtime.exit_process(1)

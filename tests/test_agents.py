@@ -14,6 +14,7 @@ from actorq_tf import dqn
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import server
+from actorq_tf.errors import ActorQError
 from conftest import PROJECT_ROOT
 
 CONFIGS = {'dqn_cartpole.gin': dqn.DqnBuilder,
@@ -52,6 +53,16 @@ def test_n_step_settings_set_the_replay_item_length():
   config.parse_gin(['d4pg_pendulum.gin'], ['create_d4pg_agent.n_step = 2'])
   try:
     assert agents.builder().sequence_length() == 3
+  finally:
+    gin.clear_config()
+
+
+def test_an_n_step_setting_through_a_macro_is_refused_clearly():
+  config.parse_gin(['dqn_cartpole.gin'],
+                   ['N_STEPS = 3', 'create_dqn_agent.n_step_update = %N_STEPS'])
+  try:
+    with pytest.raises(ActorQError, match='must be bound to a value here'):
+      agents.builder().sequence_length()
   finally:
     gin.clear_config()
 
