@@ -13,7 +13,7 @@ def _requirements():
 
 
 BINARIES = ('reverb_server_main', 'learner_main', 'actor_main', 'eval_main',
-            'local_main')
+            'local_main', 'ray_main')
 
 setuptools.setup(
     name='actorq-tf',

@@ -32,15 +32,6 @@ from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import load_untrusted_model
 
-# What an evaluated version leaves in its directory: the int8 model and,
-# beside it, its normalizer and the fp32 weights it was evaluated against
-# (export.save_model_files), and those weights as a TF checkpoint.
-KEPT_MODEL = 'policy_int8'
-KEPT_CHECKPOINT = 'fp32_network'
-
-
-def version_dir(root_dir: str, version: int) -> str:
-  return os.path.join(root_dir, run_directory.EVAL_VERSIONS_DIR, f'v{version}')
 
 
 def retention(int8_return: float, fp32_return: float):
@@ -82,24 +73,6 @@ def greedy_returns(envs, greedy_actions: Callable[[np.ndarray], np.ndarray],
       returns[i] += float(time_steps[i].reward)
     running = [i for i in running if not time_steps[i].is_last()]
   return returns
-
-
-def read_results(root_dir: str) -> List[Dict]:
-  """Every evaluation so far; a line cut short by a killed evaluator is
-  left out."""
-  try:
-    with open(os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)) as f:
-      lines = [line for line in f if line.strip()]
-  except FileNotFoundError:
-    return []
-  results = []
-  for line in lines:
-    try:
-      results.append(json.loads(line))
-    except json.JSONDecodeError:
-      logging.warning('Skipping a damaged line of %s.',
-                      run_directory.EVAL_RESULTS_FILE)
-  return results
 
 
 class StoppingRule:
@@ -175,7 +148,7 @@ def run_evaluator(root_dir: str,
       server_address, table_names=[model_channel.VARIABLES_TABLE])
   puller = model_channel.ModelPuller(client, 'int8')
   # A restarted evaluator goes on after the newest version it evaluated.
-  puller.version = max([r['version'] for r in read_results(root_dir)],
+  puller.version = max([r['version'] for r in run_directory.read_results(root_dir)],
                        default=0)
   watchdog = runtime.Watchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
@@ -301,17 +274,17 @@ def _keep_version(root_dir: str, model, policy_network, checkpoint,
   def fill(directory):
     os.makedirs(directory)
     export.save_model_files(
-        os.path.join(directory, KEPT_MODEL), model.model_bytes,
+        os.path.join(directory, run_directory.KEPT_MODEL), model.model_bytes,
         model.normalizer, policy_network.get_weights(),
         version=model.version, precision='int8',
         evaluation={k: v for k, v in result.items() if k != 'time'})
-    checkpoint.write(os.path.join(directory, KEPT_CHECKPOINT))
+    checkpoint.write(os.path.join(directory, run_directory.KEPT_CHECKPOINT))
 
-  run_directory.write_directory_atomically(version_dir(root_dir, model.version),
+  run_directory.write_directory_atomically(run_directory.version_dir(root_dir, model.version),
                                            fill)
   parent = os.path.join(root_dir, run_directory.EVAL_VERSIONS_DIR)
   versions = sorted(int(name[1:]) for name in os.listdir(parent)
                     if name.startswith('v') and name[1:].isdigit())
   for old in versions[:-kept_versions]:
-    shutil.rmtree(version_dir(root_dir, old), ignore_errors=True)
-    shutil.rmtree(version_dir(root_dir, old) + '.partial', ignore_errors=True)
+    shutil.rmtree(run_directory.version_dir(root_dir, old), ignore_errors=True)
+    shutil.rmtree(run_directory.version_dir(root_dir, old) + '.partial', ignore_errors=True)

@@ -1,7 +1,8 @@
-"""Runs a whole ActorQ training on one machine: one process per role.
+"""Runs a whole ActorQ training: one process per role.
 
 Starts the Reverb server, the learner, the evaluator and N actors as
-subprocesses (each logging to `root_dir/logs/<role>.log`), prints progress,
+processes of this machine (or of a cluster's nodes, see `placement`), each
+logging to `root_dir/logs/<role>.log`; prints progress,
 restarts a role that dies (the server and learner from their checkpoints),
 stops at the target return or a budget, shuts every role down in order, and
 writes `summary.json` last, so a run directory with a summary is finished.
@@ -12,20 +13,17 @@ import functools
 import json
 import os
 import random
-import shutil
 import signal
-import subprocess
-import sys
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import gin
-import portpicker
 
 from actorq_tf import energy
 from actorq_tf import evaluation
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import placement
 from actorq_tf import run_directory
 from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
@@ -59,63 +57,6 @@ class RunSettings:
   continue_after_target_s: float = 0.0
 
 
-class RoleProcess:
-  """One role's subprocess, its output in a log file."""
-
-  def __init__(self, name: str, module: str, args: List[str], log_dir: str):
-    self.name = name
-    self.log_path = os.path.join(log_dir, f'{name}.log')
-    self.restarts = 0
-    self._command = [sys.executable, '-m', module, *args]
-    self._start()
-
-  def _start(self) -> None:
-    env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (run_directory.PROJECT_ROOT, env.get('PYTHONPATH')) if p)
-    with open(self.log_path, 'ab') as log:
-      # A session of its own: Ctrl-C reaches only the launcher, which then
-      # stops the roles in order.
-      self.process = subprocess.Popen(
-          self._command, stdout=log, stderr=subprocess.STDOUT,
-          stdin=subprocess.DEVNULL, env=env, cwd=run_directory.PROJECT_ROOT,
-          start_new_session=True)
-    self.started = time.monotonic()
-
-  def restart(self) -> None:
-    self.restarts += 1
-    self._start()
-
-  def uptime_s(self) -> float:
-    return time.monotonic() - self.started
-
-  def exit_code(self) -> Optional[int]:
-    return self.process.poll()
-
-  def kill(self) -> None:
-    self.process.kill()
-    self.process.wait()
-
-  def terminate(self) -> None:
-    if self.process.poll() is None:
-      self.process.send_signal(signal.SIGTERM)
-
-  def wait(self, timeout_s: float) -> None:
-    try:
-      self.process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-      self.process.kill()
-      self.process.wait()
-
-  def log_tail(self, lines: int = 8) -> str:
-    try:
-      with open(self.log_path, errors='replace') as f:
-        kept = [l.rstrip() for l in f if l.strip()]
-      return '\n'.join(kept[-lines:])
-    except FileNotFoundError:
-      return ''
-
-
 def _target_metric(precision: str) -> str:
   # int8 actors are judged by the int8 model they run; the other precisions
   # run (a close copy of) the fp32 network.
@@ -124,26 +65,24 @@ def _target_metric(precision: str) -> str:
 
 class _ResultKeeper:
   """Applies the stopping rule to each evaluation as it comes, and keeps
-  (in `models/target/` and `models/best/`) the evaluated versions that met
-  it and that scored best: their int8 model, fp32 weights and checkpoint,
-  and evaluation, copied from the evaluator's newest versions."""
+  (in `models/target/` and `models/best/`, where the evaluator runs) the
+  evaluated versions that met it and that scored best: their int8 model,
+  fp32 weights and checkpoint, and evaluation."""
 
-  def __init__(self, root_dir: str, rule: evaluation.StoppingRule, log):
+  def __init__(self, root_dir: str, rule: evaluation.StoppingRule,
+               roles_placement, log):
     self._root_dir = root_dir
     self.rule = rule
+    self._placement = roles_placement
     self._log = log
-    # What an earlier launch of a resumed run kept as its best.
-    self.best = self._kept_evaluation('best')
+    self.best: Optional[Dict] = None
     self.target: Optional[Dict] = None
     self.post_target: List[Dict] = []
 
-  def _kept_evaluation(self, name: str) -> Optional[Dict]:
-    path = self.model_path(name)[:-len('.tflite')] + '.json'
-    try:
-      with open(path) as f:
-        return json.load(f)['evaluation']
-    except (OSError, KeyError, json.JSONDecodeError):
-      return None
+  def recall_best(self) -> None:
+    """Takes up what an earlier launch of a resumed run kept as its best
+    (read where the evaluator runs, once it does)."""
+    self.best = self._placement.read_kept_evaluation('best')
 
   def add_after_stop(self, result: Dict) -> None:
     """An evaluation that ended after the run stopped: it may be the best,
@@ -168,15 +107,11 @@ class _ResultKeeper:
     return True
 
   def model_path(self, name: str) -> str:
-    return os.path.join(self._root_dir, run_directory.MODELS_DIR, name,
-                        evaluation.KEPT_MODEL + '.tflite')
+    return run_directory.kept_model_path(self._root_dir, name)
 
   def _keep(self, result: Dict, name: str) -> bool:
-    source = evaluation.version_dir(self._root_dir, result['version'])
     try:
-      run_directory.write_directory_atomically(
-          os.path.join(self._root_dir, run_directory.MODELS_DIR, name),
-          lambda destination: shutil.copytree(source, destination))
+      self._placement.keep_version(result['version'], name)
     except OSError as e:
       self._log(f'WARNING: could not keep evaluated version '
                 f'{result["version"]} as the {name} model ({e}).')
@@ -210,6 +145,7 @@ def run_local(settings: RunSettings,
               target_evaluations_in_a_row: int = 2,
               max_refused_versions: int = 3,
               max_refusing_s: float = 600.0,
+              roles_on=None,
               log=functools.partial(print, flush=True)) -> Dict:
   """Trains until the target, a budget, a failure or Ctrl-C; returns summary.
 
@@ -224,6 +160,9 @@ def run_local(settings: RunSettings,
       actions.
     max_refusing_s: ... or when an actor without any model has refused
       every version for this many seconds.
+    roles_on: where the roles run (see `placement`); None: processes of
+      this machine. The caller releases a cluster's resources after the
+      call.
     log: where progress lines go.
   """
   root_dir = settings.root_dir
@@ -238,24 +177,21 @@ def run_local(settings: RunSettings,
       'gin_config': gin.config_str(),
       'actor_precision': settings.actor_precision,
       'seed': settings.seed})
-  log_dir = os.path.join(root_dir, run_directory.LOGS_DIR)
+  roles_on = roles_on or placement.Machine(root_dir)
 
   interrupted = _Interrupted()
-  port = portpicker.pick_unused_port()
-  address = f'localhost:{port}'
   common_args = ['--root_dir', root_dir, '--seed', str(settings.seed)]
   for gin_file in settings.gin_files:
     common_args += ['--gin_file', gin_file]
   for binding in settings.gin_bindings:
     common_args += ['--gin_bindings', binding]
 
-  keeper = _ResultKeeper(root_dir, rule, log)
+  keeper = _ResultKeeper(root_dir, rule, roles_on, log)
   if meter:
     meter.start()
   energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
   clock = _Clock(time.monotonic(), time.time())
-  roles = [RoleProcess(run_directory.SERVER_ROLE, 'binaries.reverb_server_main',
-                       common_args + ['--port', str(port)], log_dir)]
+  roles = []
   summary = {
       'precision': settings.actor_precision,
       'target_return': target_return,
@@ -271,23 +207,28 @@ def run_local(settings: RunSettings,
       'start_time': clock.wall_time,
       'gin_files': list(settings.gin_files),
       'gin_bindings': list(settings.gin_bindings),
-      'replay_server_address': address,
       'resumed': resumed,
       'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
   # Results of an earlier launch of a resumed run do not end this one.
-  seen_results = len(evaluation.read_results(root_dir))
+  seen_results = len(roles_on.read_results())
   outcome = _Outcome('failed')
   try:
-    _wait_for_role_server(roles[0], address, interrupted)
-    roles += _start_clients(settings, common_args + [
-        '--replay_server_address', address], log_dir)
+    server, address = roles_on.start_server(common_args)
+    roles.append(server)
+    summary['replay_server_address'] = address
+    # The clients wait for the server themselves: starting them now
+    # overlaps their start-up (TensorFlow's import) with the server's.
+    roles += _start_clients(settings, roles_on, common_args + [
+        '--replay_server_address', address])
+    keeper.recall_best()
+    _wait_for_role_server(server, address, interrupted)
     log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
         f'{address}, learner, evaluator and {settings.num_actors} '
-        f'{settings.actor_precision} actor(s); logs in {log_dir}')
+        f'{settings.actor_precision} actor(s) on {roles_on.describe()}')
     status, seen_results = _monitor(
-        settings, roles, keeper, interrupted, clock, summary, seen_results,
+        settings, roles_on, roles, keeper, interrupted, clock, summary, seen_results,
         _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
         meter, energy_writer, log)
     outcome = _Outcome(status)
@@ -297,7 +238,8 @@ def run_local(settings: RunSettings,
     log(f'Stopping ({"a role failed" if outcome.error else outcome.status}).')
     _stop_roles(roles, settings.shutdown_grace_s)
 
-  _summarize(summary, outcome, settings, roles, keeper, clock, seen_results)
+  _summarize(summary, outcome, settings, roles_on, roles, keeper, clock,
+             seen_results)
   if meter:
     reading = meter.stop()
     metrics.write_energy(energy_writer, reading,
@@ -325,26 +267,26 @@ class _Outcome:
   error: Optional[str] = None
 
 
-def _start_clients(settings: RunSettings, client_args: List[str],
-                   log_dir: str) -> List[RoleProcess]:
-  """The learner, the evaluator and the actors, once the server answers."""
+def _start_clients(settings: RunSettings, roles_on, client_args: List[str]
+                  ) -> List:
+  """The learner, the evaluator and the actors."""
   precision_args = ['--actor_precision', settings.actor_precision]
-  # The launcher measures the whole machine, learner included.
-  roles = [RoleProcess(run_directory.LEARNER_ROLE, 'binaries.learner_main',
-                       client_args + precision_args + ['--notrack_energy'],
-                       log_dir),
-           RoleProcess(run_directory.EVALUATOR_ROLE, 'binaries.eval_main',
-                       client_args, log_dir)]
+  # The launcher measures its machine, which holds the learner unless the
+  # roles run on a cluster.
+  roles = [roles_on.start_role(
+      run_directory.LEARNER_ROLE, 'binaries.learner_main',
+      client_args + precision_args + ['--notrack_energy']),
+           roles_on.start_role(run_directory.EVALUATOR_ROLE,
+                               'binaries.eval_main', client_args)]
   for i in range(settings.num_actors):
-    roles.append(RoleProcess(
+    roles.append(roles_on.start_role(
         run_directory.actor_role(i), 'binaries.actor_main',
         client_args + precision_args +
-        ['--actor_index', str(i), '--num_actors', str(settings.num_actors)],
-        log_dir))
+        ['--actor_index', str(i), '--num_actors', str(settings.num_actors)]))
   return roles
 
 
-def _monitor(settings: RunSettings, roles: List[RoleProcess],
+def _monitor(settings: RunSettings, roles_on, roles: List,
              keeper: '_ResultKeeper', interrupted: _Interrupted,
              clock: _Clock, summary: Dict, seen_results: int,
              refusals: '_RefusalWatch', meter, energy_writer, log
@@ -377,9 +319,9 @@ def _monitor(settings: RunSettings, roles: List[RoleProcess],
       summary['chaos_kills'].append(
           [round(time.monotonic() - clock.start, 1), victim.name])
       next_chaos_kill += settings.chaos_kill_interval_s
-    progress = _progress(root_dir, settings.num_actors)
+    progress = _progress(roles_on, settings.num_actors)
     refusals.check(progress['actors'])
-    results = evaluation.read_results(root_dir)
+    results = roles_on.read_results()
     for result in results[seen_results:]:
       if keeper.add(result):
         target_time = time.monotonic()
@@ -422,12 +364,12 @@ def _monitor(settings: RunSettings, roles: List[RoleProcess],
 
 
 def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
-               roles: List[RoleProcess], keeper: '_ResultKeeper',
+               roles_on, roles: List, keeper: '_ResultKeeper',
                clock: _Clock, seen_results: int) -> None:
   """Completes `summary` once every role stopped: how the run ended, the
   model it keeps and what it played, the counters and the roles' fates."""
-  progress = _progress(settings.root_dir, settings.num_actors)
-  results = evaluation.read_results(settings.root_dir)
+  progress = _progress(roles_on, settings.num_actors)
+  results = roles_on.read_results()
   for result in results[seen_results:]:  # Ended while the roles stopped.
     keeper.add_after_stop(result)
   kept_name = 'target' if keeper.target else 'best' if keeper.best else None
@@ -463,7 +405,8 @@ def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
                               a.get('refused_versions', 0)
                               for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
-      exit_codes={role.name: role.exit_code() for role in roles})
+      exit_codes={role.name: role.exit_code() for role in roles},
+      **roles_on.summary())
 
 
 def over_budget(max_env_steps: int, max_wall_time_s: float, env_steps: int,
@@ -493,7 +436,7 @@ def restart_refusal(settings: RunSettings, restarts: int, exit_code: int,
   return None
 
 
-def _restart_or_fail(role: RoleProcess, settings: RunSettings,
+def _restart_or_fail(role, settings: RunSettings,
                      killed_by_chaos: bool, log) -> None:
   """Restarts a role that exited, or raises if it should not be."""
   code = role.exit_code()
@@ -509,7 +452,7 @@ def _restart_or_fail(role: RoleProcess, settings: RunSettings,
   role.restart()
 
 
-def _wait_for_role_server(server: RoleProcess, address: str,
+def _wait_for_role_server(server, address: str,
                           interrupted: _Interrupted,
                           timeout_s: float = runtime.SERVER_TIMEOUT_S
                          ) -> None:
@@ -555,11 +498,10 @@ class _RefusalWatch:
             f'{actor.get("last_refusal")}')
 
 
-def _progress(root_dir: str, num_actors: int) -> Dict:
-  actors = [run_directory.read_status(root_dir, run_directory.actor_role(i))
-            or {} for i in range(num_actors)]
-  learner = run_directory.read_status(root_dir,
-                                     run_directory.LEARNER_ROLE) or {}
+def _progress(roles_on, num_actors: int) -> Dict:
+  actors = [roles_on.read_status(run_directory.actor_role(i)) or {}
+            for i in range(num_actors)]
+  learner = roles_on.read_status(run_directory.LEARNER_ROLE) or {}
   return {
       'actors': actors,
       'env_steps': sum(a.get('env_steps', 0) for a in actors),
@@ -600,7 +542,7 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
   return line
 
 
-def _stop_roles(roles: List[RoleProcess], grace_s: float) -> None:
+def _stop_roles(roles: List, grace_s: float) -> None:
   """Actors and evaluator first, then the learner, then the server."""
   order = ([r for r in roles if r.name.startswith('actor') or
             r.name == run_directory.EVALUATOR_ROLE],

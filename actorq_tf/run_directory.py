@@ -25,6 +25,8 @@ import subprocess
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from absl import logging
+
 from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +41,13 @@ MODELS_DIR = 'models'
 LOGS_DIR = 'logs'
 EVAL_RESULTS_FILE = os.path.join('eval', 'results.jsonl')
 EVAL_VERSIONS_DIR = os.path.join('eval', 'versions')
+
+# What an evaluated version leaves in its directory (and a kept one in
+# models/<name>/): the int8 model and,
+# beside it, its normalizer and the fp32 weights it was evaluated against
+# (export.save_model_files), and those weights as a TF checkpoint.
+KEPT_MODEL = 'policy_int8'
+KEPT_CHECKPOINT = 'fp32_network'
 
 SERVER_ROLE = 'reverb_server'
 LEARNER_ROLE = 'learner'
@@ -79,6 +88,53 @@ def read_status(root_dir: str, role: str) -> Optional[Dict[str, Any]]:
     with open(os.path.join(root_dir, STATUS_DIR, f'{role}.json')) as f:
       return json.load(f)
   except (FileNotFoundError, json.JSONDecodeError):
+    return None
+
+
+def version_dir(root_dir: str, version: int) -> str:
+  return os.path.join(root_dir, EVAL_VERSIONS_DIR, f'v{version}')
+
+
+def read_results(root_dir: str) -> List[Dict]:
+  """Every evaluation so far; a line cut short by a killed evaluator is
+  left out."""
+  try:
+    with open(os.path.join(root_dir, EVAL_RESULTS_FILE)) as f:
+      lines = [line for line in f if line.strip()]
+  except FileNotFoundError:
+    return []
+  results = []
+  for line in lines:
+    try:
+      results.append(json.loads(line))
+    except json.JSONDecodeError:
+      logging.warning('Skipping a damaged line of %s.',
+                      EVAL_RESULTS_FILE)
+  return results
+
+
+def kept_model_path(root_dir: str, name: str) -> str:
+  """The int8 model of the evaluated version kept as `name` ('target',
+  'best')."""
+  return os.path.join(root_dir, MODELS_DIR, name, KEPT_MODEL + '.tflite')
+
+
+def keep_version(root_dir: str, version: int, name: str) -> None:
+  """Copies evaluated version `version` (model, weights, checkpoint and its
+  evaluation) to `models/<name>/`, replacing what was kept there."""
+  source = version_dir(root_dir, version)
+  write_directory_atomically(
+      os.path.join(root_dir, MODELS_DIR, name),
+      lambda destination: shutil.copytree(source, destination))
+
+
+def read_kept_evaluation(root_dir: str, name: str) -> Optional[Dict]:
+  """The evaluation of the version kept as `name`, if any."""
+  path = kept_model_path(root_dir, name)[:-len('.tflite')] + '.json'
+  try:
+    with open(path) as f:
+      return json.load(f)['evaluation']
+  except (OSError, KeyError, json.JSONDecodeError):
     return None
 
 

@@ -18,7 +18,6 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from actorq_tf import evaluation
 from actorq_tf import run_directory
 
 PRECISIONS = ('tf', 'fp32', 'int8')
@@ -82,7 +81,7 @@ def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
 
 def figures_of(root_dir: str, summary: Dict) -> Dict:
   """What the report needs from one finished run."""
-  results = evaluation.read_results(root_dir)
+  results = run_directory.read_results(root_dir)
   start = summary['start_time']
   keys = ('precision', 'seed', 'status', 'target_return', 'target_reached',
           'time_to_target_s', 'env_steps_to_target', 'train_steps_to_target',

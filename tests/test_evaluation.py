@@ -18,7 +18,7 @@ def test_evaluator_logs_int8_and_fp32_returns_of_one_version(reverb_server,
   evaluations = evaluation.run_evaluator(
       str(tmp_path), reverb_server, num_episodes=4, max_evaluations=1)
   assert evaluations == 1
-  [result] = evaluation.read_results(str(tmp_path))
+  [result] = run_directory.read_results(str(tmp_path))
   assert result['version'] == result['fp32_version'] == 9
   # The returns are those of the published network and of the int8 model the
   # evaluator kept, played greedily on the evaluator's seeds (seed 0).
@@ -27,7 +27,7 @@ def test_evaluator_logs_int8_and_fp32_returns_of_one_version(reverb_server,
   assert result['returns_fp32'] == evaluation.greedy_returns(
       envs, lambda o: np.argmax(q_network(o)[0].numpy(), axis=1), seeds)
   model_bytes, normalizer, _ = export.load_kept_model(os.path.join(
-      evaluation.version_dir(str(tmp_path), 9), evaluation.KEPT_MODEL))
+      run_directory.version_dir(str(tmp_path), 9), run_directory.KEPT_MODEL))
   int8_model = TFLiteModel(model_bytes, normalizer)
   assert result['returns_int8'] == evaluation.greedy_returns(
       envs, int8_model.greedy_actions, seeds)
@@ -44,17 +44,17 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
       str(tmp_path), reverb_server, num_episodes=2, variables_timeout_s=1.0,
       should_stop=lambda: time.monotonic() > deadline)
   assert evaluations == 0
-  assert not evaluation.read_results(str(tmp_path))
+  assert not run_directory.read_results(str(tmp_path))
   status = run_directory.read_status(str(tmp_path), 'eval')
   assert status['evaluations'] == 0 and status['unmatched_versions'] == 1
 
   publish_policy(reverb_server, version=14)
   assert evaluation.run_evaluator(
       str(tmp_path), reverb_server, num_episodes=2, max_evaluations=1) == 1
-  [result] = evaluation.read_results(str(tmp_path))
+  [result] = run_directory.read_results(str(tmp_path))
   assert result['version'] == result['fp32_version'] == 14
-  kept = os.path.join(evaluation.version_dir(str(tmp_path), 14),
-                      evaluation.KEPT_MODEL)
+  kept = os.path.join(run_directory.version_dir(str(tmp_path), 14),
+                      run_directory.KEPT_MODEL)
   assert export.load_kept_model(kept)[2]['evaluation']['version'] == 14
 
 

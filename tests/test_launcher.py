@@ -10,6 +10,7 @@ import pytest
 
 from actorq_tf import evaluation
 from actorq_tf import launcher
+from actorq_tf import placement
 from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 
@@ -26,7 +27,8 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   _write_actor(root_dir, 1, recent_model_share=0.25, consecutive_refusals=2,
                last_refusal='version 300: it fails its checksum')
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(12.0, launcher._progress(root_dir, 2), [])
+  line = launcher._progress_line(
+      12.0, launcher._progress(placement.Machine(root_dir), 2), [])
   assert 'actor model v0 (75% of recent steps random: no model)' in line
   assert ('actor_1 REFUSED 2 version(s), last version 300: it fails its '
           'checksum') in line
@@ -42,7 +44,8 @@ def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
       'since the last export', refused_exports=2,
       last_refused_export='int8 version 2000: mean Q regret 0.9')
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(12.0, launcher._progress(root_dir, 1), [])
+  line = launcher._progress_line(
+      12.0, launcher._progress(placement.Machine(root_dir), 1), [])
   assert ('learner SKIPPED 1 export(s), last step 1500: 3 observations came '
           'from the actors since the last export') in line
   assert ('learner REFUSED 2 export(s), last int8 version 2000: mean Q '
@@ -53,7 +56,8 @@ def test_progress_line_is_quiet_when_every_step_comes_from_a_model(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(12.0, launcher._progress(root_dir, 1), [])
+  line = launcher._progress_line(
+      12.0, launcher._progress(placement.Machine(root_dir), 1), [])
   assert 'random' not in line and 'REFUSED' not in line
 
 
@@ -81,9 +85,9 @@ def test_refusals_stop_the_run_by_count_or_by_time():
 
 def _evaluated(root_dir, version, return_int8):
   """An evaluation as the evaluator leaves it: its result and its files."""
-  directory = evaluation.version_dir(root_dir, version)
+  directory = run_directory.version_dir(root_dir, version)
   os.makedirs(directory)
-  with open(os.path.join(directory, evaluation.KEPT_MODEL + '.tflite'),
+  with open(os.path.join(directory, run_directory.KEPT_MODEL + '.tflite'),
             'w') as f:
     f.write(f'model {version}')
   return {'version': version, 'return_int8': return_int8,
@@ -93,7 +97,8 @@ def _evaluated(root_dir, version, return_int8):
 def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   root_dir = str(tmp_path)
   keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
-      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2), log=print)
+      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2),
+      placement.Machine(root_dir), log=print)
   met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
          in ((1000, 20.0), (2000, 500.0), (3000, 30.0), (4000, 480.0),
              (5000, 476.0), (6000, 10.0), (7000, 499.0))]

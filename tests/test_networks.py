@@ -128,5 +128,5 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
   assert status['model_version'] == 7 and status['model_share'] == 1.0
   assert evaluation.run_evaluator(str(tmp_path), reverb_server,
                                   num_episodes=2, max_evaluations=1) == 1
-  [result] = evaluation.read_results(str(tmp_path))
+  [result] = run_directory.read_results(str(tmp_path))
   assert result['version'] == result['fp32_version'] == 7

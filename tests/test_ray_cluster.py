@@ -1,0 +1,114 @@
+"""Runs through ray_main on a real multi-node Ray cluster on this machine."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from ray.cluster_utils import Cluster
+
+from actorq_tf import ray_cluster
+from actorq_tf import run_directory
+from actorq_tf.errors import ActorQError
+from conftest import PROJECT_ROOT
+from conftest import run_binary
+from helpers import SMALL_RUN
+from helpers import wait_for
+
+
+def test_resources_per_role_kind():
+  assert ray_cluster.parse_resources(
+      ['actor:cpu_node=1', 'actor:big=0.5', 'learner:gpu_node=1']) == {
+          'actor': {'cpu_node': 1.0, 'big': 0.5},
+          'learner': {'gpu_node': 1.0}}
+  for bad in ('actors:cpu_node=1', 'actor:cpu_node', 'actor:=1',
+              'actor:cpu_node=-1'):
+    with pytest.raises(ActorQError, match='KIND:RESOURCE=AMOUNT'):
+      ray_cluster.parse_resources([bad])
+
+
+@pytest.fixture
+def two_node_cluster():
+  """A head node that alone offers `server_node` and a worker node that
+  alone offers `actor_node`: where each role lands is known."""
+  cluster = Cluster(initialize_head=True, head_node_args={
+      'num_cpus': 3, 'resources': {'server_node': 1}})
+  cluster.add_node(num_cpus=2, resources={'actor_node': 2})
+  yield cluster
+  cluster.shutdown()
+
+
+def _hosts_alive():
+  found = subprocess.run(['pgrep', '-f', 'ray::RoleHost'],
+                         capture_output=True, text=True)
+  return found.stdout.split()
+
+
+def _status(root_dir, role):
+  return run_directory.read_status(root_dir, role) or {}
+
+
+def _parent_pid(pid):
+  with open(f'/proc/{pid}/stat') as f:
+    return int(f.read().rsplit(')', 1)[1].split()[1])
+
+
+def test_a_run_spreads_over_nodes_and_survives_a_lost_actor(
+    tmp_path, two_node_cluster):
+  root_dir = str(tmp_path / 'run')
+  launcher = subprocess.Popen(
+      [sys.executable, '-m', 'binaries.ray_main', '--root_dir', root_dir,
+       '--ray_address', two_node_cluster.address,
+       '--ray_resources', 'reverb_server:server_node=1',
+       '--ray_resources', 'actor:actor_node=1',
+       '--max_env_steps', '0', '--max_wall_time_s', '300', *SMALL_RUN],
+      cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+      text=True, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+  try:
+    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
+             and _status(root_dir, 'actor_0')['env_steps'] > 500, 240,
+             'experience and a model in the actor')
+
+    # Its host lost (kill -9 of the Ray worker, as with its node): Ray
+    # starts it again, and the new actor collects on.
+    lost = _status(root_dir, 'actor_0')
+    os.kill(_parent_pid(lost['pid']), signal.SIGKILL)
+    wait_for(lambda: _status(root_dir, 'actor_0')['pid'] != lost['pid'] and
+             _status(root_dir, 'actor_0')['env_steps'] > lost['env_steps'] +
+             300, 180, 'the restarted actor to collect')
+    launcher.send_signal(signal.SIGINT)
+    out, err = launcher.communicate(timeout=120)
+  finally:
+    if launcher.poll() is None:
+      launcher.kill()
+      launcher.communicate()
+  assert launcher.returncode == 0, err[-3000:]
+  assert 'env steps' in out and 'restarting it' in out
+
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['status'] == 'interrupted (SIGINT)'
+  assert summary['ray_address'] == two_node_cluster.address
+  nodes = summary['role_nodes']
+  assert nodes['actor_0']['node_id'] != nodes['reverb_server']['node_id']
+  assert summary['replay_server_address'].startswith(
+      nodes['reverb_server']['node_ip'] + ':')
+  assert summary['role_restarts']['actor_0'] == 1
+  assert summary['env_steps'] > lost['env_steps'] and summary['train_steps']
+  assert summary['eval_return_int8'] is not None
+  assert set(summary['exit_codes'].values()) == {0}
+  # No Ray actor outlives the run.
+  wait_for(lambda: not _hosts_alive(), 30, 'the role hosts to stop')
+
+
+def test_an_unreachable_cluster_is_named_and_no_run_directory_is_left(
+    tmp_path):
+  root_dir = str(tmp_path / 'run')
+  result = run_binary('binaries.ray_main', '--root_dir', root_dir,
+                      '--ray_address', 'localhost:1', timeout=60)
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      "ray_main.py: error: cannot reach the Ray cluster at 'localhost:1': "
+      '[Errno 111] Connection refused')
+  assert not os.path.exists(root_dir)
