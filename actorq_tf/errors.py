@@ -1,9 +1,5 @@
 """The one exception type that reaches the user as a one-line message, and
 the errors of a Reverb server that does not answer."""
-import reverb
-
-# What Reverb calls raise when the server does not answer in time.
-SERVER_ERRORS = (reverb.errors.DeadlineExceededError, RuntimeError)
 
 
 class ActorQError(Exception):
@@ -18,3 +14,14 @@ class ActorQError(Exception):
     # gin appends "In call to configurable ..." lines to str() of exceptions
     # that pass through a configurable; the message alone stays here.
     self.message = message
+
+
+def __getattr__(name: str):
+  # SERVER_ERRORS: what Reverb calls raise when the server does not answer
+  # in time. Reverb (and TensorFlow with it) is imported only when they are
+  # asked for: processes that host roles on a Ray cluster import this
+  # module and need neither.
+  if name == 'SERVER_ERRORS':
+    import reverb  # pylint: disable=g-import-not-at-top
+    return (reverb.errors.DeadlineExceededError, RuntimeError)
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -112,3 +112,14 @@ def test_an_unreachable_cluster_is_named_and_no_run_directory_is_left(
       "ray_main.py: error: cannot reach the Ray cluster at 'localhost:1': "
       '[Errno 111] Connection refused')
   assert not os.path.exists(root_dir)
+
+
+def test_role_hosts_start_without_tensorflow():
+  # Each role's host is a Ray worker beside the role's own process: it
+  # must not pay for (or hold the memory of) TensorFlow a second time.
+  result = subprocess.run(
+      [sys.executable, '-c', 'import sys, actorq_tf.ray_cluster; '
+       'print(sorted({"tensorflow", "reverb"} & set(sys.modules)))'],
+      cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+  assert result.stdout.strip() == '[]', result.stderr[-2000:]
