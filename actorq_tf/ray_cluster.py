@@ -41,7 +41,7 @@ from actorq_tf.errors import ActorQError
 CONNECT_TIMEOUT_S = 10.0
 # What one call to a role's host may take before the launcher treats the
 # host as unreachable for this round.
-CALL_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 10.0
 # How long a role may be placed (its node found, its host started) or stay
 # unreachable before the run stops with the reason.
 PLACEMENT_TIMEOUT_S = 120.0

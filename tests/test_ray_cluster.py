@@ -29,14 +29,17 @@ def test_resources_per_role_kind():
 
 
 @pytest.fixture
-def two_node_cluster():
-  """A head node that alone offers `server_node` and a worker node that
-  alone offers `actor_node`: where each role lands is known."""
-  cluster = Cluster(initialize_head=True, head_node_args={
-      'num_cpus': 3, 'resources': {'server_node': 1}})
-  cluster.add_node(num_cpus=2, resources={'actor_node': 2})
-  yield cluster
-  cluster.shutdown()
+def cluster():
+  """A head node that alone offers `head_node` (for the server, learner and
+  evaluator), and two worker nodes that each offer one `actor_node`: where
+  each role lands is known, and the actor has a node to go to when it
+  loses its own."""
+  three_nodes = Cluster(initialize_head=True, head_node_args={
+      'num_cpus': 3, 'resources': {'head_node': 3}})
+  for _ in range(2):
+    three_nodes.add_node(num_cpus=1, resources={'actor_node': 1})
+  yield three_nodes
+  three_nodes.shutdown()
 
 
 def _hosts_alive():
@@ -54,13 +57,29 @@ def _parent_pid(pid):
     return int(f.read().rsplit(')', 1)[1].split()[1])
 
 
-def test_a_run_spreads_over_nodes_and_survives_a_lost_actor(
-    tmp_path, two_node_cluster):
+def _node_of(cluster, role_pid):
+  """The cluster node whose raylet started the host of the role process."""
+  raylet_pid = _parent_pid(_parent_pid(role_pid))
+  (node,) = [n for n in cluster.list_all_nodes() if n.all_processes[
+      'raylet'][0].process.pid == raylet_pid]
+  return node
+
+
+def _collects_again(root_dir, lost):
+  status = _status(root_dir, 'actor_0')
+  return (status['pid'] != lost['pid'] and
+          status['env_steps'] > lost['env_steps'] + 300)
+
+
+def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
+                                                           cluster):
   root_dir = str(tmp_path / 'run')
   launcher = subprocess.Popen(
       [sys.executable, '-m', 'binaries.ray_main', '--root_dir', root_dir,
-       '--ray_address', two_node_cluster.address,
-       '--ray_resources', 'reverb_server:server_node=1',
+       '--ray_address', cluster.address,
+       '--ray_resources', 'reverb_server:head_node=1',
+       '--ray_resources', 'learner:head_node=1',
+       '--ray_resources', 'eval:head_node=1',
        '--ray_resources', 'actor:actor_node=1',
        '--max_env_steps', '0', '--max_wall_time_s', '300', *SMALL_RUN],
       cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -70,31 +89,41 @@ def test_a_run_spreads_over_nodes_and_survives_a_lost_actor(
              and _status(root_dir, 'actor_0')['env_steps'] > 500, 240,
              'experience and a model in the actor')
 
-    # Its host lost (kill -9 of the Ray worker, as with its node): Ray
-    # starts it again, and the new actor collects on.
+    # Its host killed (kill -9 of the Ray worker): Ray starts it again, and
+    # the new actor collects on.
     lost = _status(root_dir, 'actor_0')
     os.kill(_parent_pid(lost['pid']), signal.SIGKILL)
-    wait_for(lambda: _status(root_dir, 'actor_0')['pid'] != lost['pid'] and
-             _status(root_dir, 'actor_0')['env_steps'] > lost['env_steps'] +
-             300, 180, 'the restarted actor to collect')
+    wait_for(lambda: _collects_again(root_dir, lost), 180,
+             'the restarted actor to collect')
+
+    # Its node lost: Ray starts it on the other actor node.
+    lost = _status(root_dir, 'actor_0')
+    lost_node = _node_of(cluster, lost['pid'])
+    cluster.remove_node(lost_node, allow_graceful=False)
+    wait_for(lambda: _collects_again(root_dir, lost), 180,
+             'the actor to collect on another node')
     launcher.send_signal(signal.SIGINT)
     out, err = launcher.communicate(timeout=120)
   finally:
     if launcher.poll() is None:
       launcher.kill()
-      launcher.communicate()
+      out, err = launcher.communicate()
+      print('launcher stdout:', out[-3000:], 'launcher stderr:', err[-3000:],
+            sep='\n')
   assert launcher.returncode == 0, err[-3000:]
   assert 'env steps' in out and 'restarting it' in out
 
   with open(os.path.join(root_dir, 'summary.json')) as f:
     summary = json.load(f)
   assert summary['status'] == 'interrupted (SIGINT)'
-  assert summary['ray_address'] == two_node_cluster.address
+  assert summary['ray_address'] == cluster.address
   nodes = summary['role_nodes']
-  assert nodes['actor_0']['node_id'] != nodes['reverb_server']['node_id']
+  assert nodes['actor_0']['node_id'] not in (nodes['reverb_server']['node_id'],
+                                             lost_node.unique_id)
   assert summary['replay_server_address'].startswith(
       nodes['reverb_server']['node_ip'] + ':')
-  assert summary['role_restarts']['actor_0'] == 1
+  assert summary['role_restarts'] == {'reverb_server': 0, 'learner': 0,
+                                     'eval': 0, 'actor_0': 2}
   assert summary['env_steps'] > lost['env_steps'] and summary['train_steps']
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
