@@ -211,8 +211,7 @@ def run_local(settings: RunSettings,
       'earlier_launches': earlier_launches,
       'chaos_kills': [],
   }
-  # Results of an earlier launch of a resumed run do not end this one.
-  seen_results = len(roles_on.read_results())
+  seen_results = 0
   outcome = _Outcome('failed')
   try:
     server, address = roles_on.start_server(common_args)
@@ -220,15 +219,20 @@ def run_local(settings: RunSettings,
     summary['replay_server_address'] = address
     # The clients wait for the server themselves: starting them now
     # overlaps their start-up (TensorFlow's import) with the server's.
-    roles += _start_clients(settings, roles_on, common_args + [
-        '--replay_server_address', address])
+    _start_clients(settings, roles_on, common_args + [
+        '--replay_server_address', address], roles)
+    # Results of an earlier launch of a resumed run do not end this one
+    # (read where the evaluator runs, once it does, before it has a model
+    # to evaluate).
+    seen_results = len(roles_on.read_results())
     keeper.recall_best()
     _wait_for_role_server(server, address, interrupted)
     log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
         f'{address}, learner, evaluator and {settings.num_actors} '
         f'{settings.actor_precision} actor(s) on {roles_on.describe()}')
     status, seen_results = _monitor(
-        settings, roles_on, roles, keeper, interrupted, clock, summary, seen_results,
+        settings, roles_on, roles, keeper, interrupted, clock, summary,
+        seen_results,
         _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
         meter, energy_writer, log)
     outcome = _Outcome(status)
@@ -267,23 +271,23 @@ class _Outcome:
   error: Optional[str] = None
 
 
-def _start_clients(settings: RunSettings, roles_on, client_args: List[str]
-                  ) -> List:
-  """The learner, the evaluator and the actors."""
+def _start_clients(settings: RunSettings, roles_on, client_args: List[str],
+                   roles: List) -> None:
+  """Adds the learner, the evaluator and the actors to `roles`, each as it
+  starts, so that a failed start leaves none unstopped."""
   precision_args = ['--actor_precision', settings.actor_precision]
   # The launcher measures its machine, which holds the learner unless the
   # roles run on a cluster.
-  roles = [roles_on.start_role(
+  roles.append(roles_on.start_role(
       run_directory.LEARNER_ROLE, 'binaries.learner_main',
-      client_args + precision_args + ['--notrack_energy']),
-           roles_on.start_role(run_directory.EVALUATOR_ROLE,
-                               'binaries.eval_main', client_args)]
+      client_args + precision_args + ['--notrack_energy']))
+  roles.append(roles_on.start_role(run_directory.EVALUATOR_ROLE,
+                                   'binaries.eval_main', client_args))
   for i in range(settings.num_actors):
     roles.append(roles_on.start_role(
         run_directory.actor_role(i), 'binaries.actor_main',
         client_args + precision_args +
         ['--actor_index', str(i), '--num_actors', str(settings.num_actors)]))
-  return roles
 
 
 def _monitor(settings: RunSettings, roles_on, roles: List,

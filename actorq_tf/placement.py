@@ -11,6 +11,7 @@ answers exit_code, restart, kill, terminate, wait and log_tail.
 This module stays free of TensorFlow: Ray workers that host roles import it.
 """
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -28,11 +29,13 @@ _PR_SET_PDEATHSIG = 1
 _prctl = ctypes.CDLL(None, use_errno=True).prctl
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
   # Runs in the child before exec: a role whose host process dies (a Ray
   # worker lost with its node, a launcher killed with -9) stops too, rather
   # than go on beside its replacement.
   _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+  if os.getppid() != parent_pid:  # It died before the line above.
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class RoleProcess:
@@ -57,7 +60,8 @@ class RoleProcess:
       self.process = subprocess.Popen(
           self._command, stdout=log, stderr=subprocess.STDOUT,
           stdin=subprocess.DEVNULL, env=env, cwd=run_directory.PROJECT_ROOT,
-          start_new_session=True, preexec_fn=_die_with_parent)
+          start_new_session=True,
+          preexec_fn=functools.partial(_die_with_parent, os.getpid()))
     self.started = time.monotonic()
 
   def restart(self) -> None:

@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import time
+import uuid
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import portpicker
@@ -40,8 +41,14 @@ from actorq_tf.errors import ActorQError
 # How long the launcher tries to reach a running cluster's address.
 CONNECT_TIMEOUT_S = 10.0
 # What one call to a role's host may take before the launcher treats the
-# host as unreachable for this round.
-CALL_TIMEOUT_S = 10.0
+# host as out of reach for this round; the monitor loop calls each host in
+# turn, so this bounds its stalls when a node is lost.
+CALL_TIMEOUT_S = 3.0
+# Copying an evaluated version into models/ may take longer (shared disks).
+KEEP_TIMEOUT_S = 60.0
+# How long a restarted host waits for its predecessor's role process (told
+# to stop when its host died) before it kills it.
+PREDECESSOR_GRACE_S = 30.0
 # How long a role may be placed (its node found, its host started) or stay
 # unreachable before the run stops with the reason.
 PLACEMENT_TIMEOUT_S = 120.0
@@ -65,19 +72,21 @@ class RoleHost:
                args: Sequence[str]):
     self._root_dir = root_dir
     self._name = name
+    # Tells this host from the one Ray starts in its place.
+    self._token = uuid.uuid4().hex
+    _wait_for_predecessor(root_dir, name, module)
     self._role = placement.RoleProcess(
         name, module, args, os.path.join(root_dir, run_directory.LOGS_DIR))
     self._started = time.time()
 
-  def poll(self) -> Tuple[int, Optional[int]]:
-    """This host's pid (it changes when Ray restarts the host) and the
-    role's exit code (None while it runs)."""
-    return os.getpid(), self._role.exit_code()
+  def poll(self) -> Tuple[str, Optional[int]]:
+    """This host's token (new when Ray restarts the host) and the role's
+    exit code (None while it runs)."""
+    return self._token, self._role.exit_code()
 
   def node(self) -> Dict:
     return {'node_id': ray.get_runtime_context().get_node_id(),
-            'node_ip': ray.util.get_node_ip_address(),
-            'host_pid': os.getpid(), 'role_pid': self._role.process.pid,
+            'node_ip': ray.util.get_node_ip_address(), 'token': self._token,
             'started': self._started}
 
   def restart(self) -> None:
@@ -99,8 +108,9 @@ class RoleHost:
   def read_status(self, role: str) -> Optional[Dict]:
     return run_directory.read_status(self._root_dir, role)
 
-  def read_results(self, start: int) -> List[Dict]:
-    return run_directory.read_results(self._root_dir)[start:]
+  def read_results_after(self, version: int) -> List[Dict]:
+    return [r for r in run_directory.read_results(self._root_dir)
+            if r['version'] > version]
 
   def keep_version(self, version: int, name: str) -> Optional[str]:
     try:
@@ -117,7 +127,31 @@ def _call(method, *args, timeout_s: float = CALL_TIMEOUT_S):
   return ray.get(method.remote(*args), timeout=timeout_s)
 
 
-_UNREACHABLE = (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError)
+_UNREACHABLE = (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError,
+                ray.exceptions.ActorUnschedulableError)
+
+
+def _wait_for_predecessor(root_dir: str, name: str, module: str) -> None:
+  """Waits until the role process of the host this one replaces (on this
+  node) has stopped, killing it after PREDECESSOR_GRACE_S: two servers
+  cannot share a port, nor two learners a checkpoint directory."""
+  pid = (run_directory.read_status(root_dir, name) or {}).get('pid')
+  if not pid:
+    return
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      command = f.read().split(b'\0')
+  except OSError:
+    return  # Gone, or on another node.
+  if module.encode() not in command or root_dir.encode() not in command:
+    return  # The pid is someone else's now.
+  deadline = time.monotonic() + PREDECESSOR_GRACE_S
+  while os.path.exists(f'/proc/{pid}') and time.monotonic() < deadline:
+    time.sleep(0.2)
+  try:
+    os.kill(pid, signal.SIGKILL)
+  except ProcessLookupError:
+    pass
 
 
 class RayRole:
@@ -136,8 +170,9 @@ class RayRole:
     # Roles are placed side by side: each handle waits for its own host
     # when first asked about it.
     self._placed = host.node.remote()
-    self._host_pid: Optional[int] = None
+    self._host_token: Optional[str] = None
     self._restarted_by_ray = False
+    self._stopping = False
     self._unreachable_since: Optional[float] = None
     self._last_exit_code: Optional[int] = None
     self.started = time.monotonic()
@@ -149,6 +184,7 @@ class RayRole:
     try:
       self.node = ray.get(self._placed, timeout=max(timeout_s, 0.1))
     except _UNREACHABLE as e:
+      self._placed = None  # Said once; later calls find it out of reach.
       raise ActorQError(
           f'Ray could not place role {self.name} within '
           f'{PLACEMENT_TIMEOUT_S:g} s ({type(e).__name__}); it asks for '
@@ -157,26 +193,28 @@ class RayRole:
     # From the request to the role's process started on its node.
     self.placement_s = round(self.node['started'] - self._requested, 2)
     self._placed = None
-    self._host_pid = self.node['host_pid']
+    self._host_token = self.node['token']
 
   def exit_code(self) -> Optional[int]:
     """The role's exit code; LOST_EXIT_CODE once when Ray restarted its
     host; None while it runs or while its host is out of reach."""
-    self._wait_until_placed()
+    if not self._stopping:
+      self._wait_until_placed()
     try:
-      host_pid, code = _call(self._host.poll)
+      host_token, code = _call(self._host.poll)
     except _UNREACHABLE as e:
       now = time.monotonic()
       self._unreachable_since = self._unreachable_since or now
-      if now - self._unreachable_since > PLACEMENT_TIMEOUT_S:
+      if (now - self._unreachable_since > PLACEMENT_TIMEOUT_S and
+          not self._stopping):
         raise ActorQError(
             f'role {self.name} has been out of reach for '
             f'{PLACEMENT_TIMEOUT_S:g} s and Ray did not restart it '
             f'({type(e).__name__}: {str(e).splitlines()[0][:200]})') from e
       return self._last_exit_code
     self._unreachable_since = None
-    if host_pid != self._host_pid:
-      self._host_pid = host_pid
+    if host_token != self._host_token:
+      self._host_token = host_token
       self._restarted_by_ray = True
     self._last_exit_code = (LOST_EXIT_CODE if self._restarted_by_ray
                             else code)
@@ -185,20 +223,28 @@ class RayRole:
   def restart(self) -> None:
     self.restarts += 1
     self.started = time.monotonic()
-    if self._restarted_by_ray:  # Its new host started it already.
-      self._restarted_by_ray = False
-      self.node = _call(self._host.node)
-    else:
-      _call(self._host.restart)
+    try:
+      if self._restarted_by_ray:  # Its new host started it already.
+        self._restarted_by_ray = False
+        self.node = _call(self._host.node)
+      else:
+        _call(self._host.restart)
+    except _UNREACHABLE as e:
+      raise ActorQError(f'could not restart role {self.name}: its host is '
+                        f'out of reach ({type(e).__name__})') from e
     self._last_exit_code = None
 
   def uptime_s(self) -> float:
     return time.monotonic() - self.started
 
   def kill(self) -> None:
-    _call(self._host.kill)
+    try:
+      _call(self._host.kill)
+    except _UNREACHABLE:
+      pass  # Out of reach is as good as killed here.
 
   def terminate(self) -> None:
+    self._stopping = True
     try:
       _call(self._host.terminate)
     except _UNREACHABLE:
@@ -217,11 +263,13 @@ class RayRole:
     except _UNREACHABLE:
       return f'(the log on node {self.node.get("node_ip")} is out of reach)'
 
-  def call(self, method: str, *args, default=None):
-    """A read on the role's node; `default` when its host is out of
-    reach."""
+  def call(self, method: str, *args, default=None,
+           timeout_s: float = CALL_TIMEOUT_S):
+    """A call on the role's host, once placed; `default` when the host is
+    out of reach."""
+    self._wait_until_placed()
     try:
-      return _call(getattr(self._host, method), *args)
+      return _call(getattr(self._host, method), *args, timeout_s=timeout_s)
     except _UNREACHABLE:
       return default
 
@@ -262,6 +310,7 @@ class RayCluster:
     self.root_dir = root_dir
     self._resources = dict(resources or {})
     self._roles: Dict[str, RayRole] = {}
+    # Every evaluation read so far, in the order of their versions.
     self._results: List[Dict] = []
     # Workers find this checkout's code first, as role processes do.
     runtime_env = {'env_vars': {'PYTHONPATH': os.pathsep.join(
@@ -318,10 +367,10 @@ class RayCluster:
     try:
       node_id, node_ip, port = ray.get(probe.remote(),
                                        timeout=PLACEMENT_TIMEOUT_S)
-    except ray.exceptions.GetTimeoutError as e:
+    except ray.exceptions.RayError as e:
       raise ActorQError(
           f'Ray found no node for the Reverb server within '
-          f'{PLACEMENT_TIMEOUT_S:g} s; it asks for {_readable(options)}, the '
+          f'{PLACEMENT_TIMEOUT_S:g} s ({type(e).__name__}); it asks for {_readable(options)}, the '
           f'cluster has {ray.cluster_resources()}') from e
     options['scheduling_strategy'] = NodeAffinitySchedulingStrategy(
         node_id, soft=False)
@@ -340,14 +389,18 @@ class RayCluster:
   def read_results(self) -> List[Dict]:
     evaluator = self._roles.get(run_directory.EVALUATOR_ROLE)
     if evaluator:
-      self._results += evaluator.call('read_results', len(self._results),
+      # By version, not by count: an evaluator restarted on another node
+      # starts a results file of its own.
+      newest = self._results[-1]['version'] if self._results else -1
+      self._results += evaluator.call('read_results_after', newest,
                                       default=[])
     return list(self._results)
 
   def keep_version(self, version: int, name: str) -> None:
     evaluator = self._roles[run_directory.EVALUATOR_ROLE]
     error = evaluator.call('keep_version', version, name,
-                           default='its host is out of reach')
+                           default='its host is out of reach',
+                           timeout_s=KEEP_TIMEOUT_S)
     if error:
       raise OSError(error)
 

@@ -152,3 +152,31 @@ def test_role_hosts_start_without_tensorflow():
       cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
       env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
   assert result.stdout.strip() == '[]', result.stderr[-2000:]
+
+
+def test_a_restarted_host_stops_its_predecessors_role_first(tmp_path,
+                                                           monkeypatch):
+  root_dir = str(tmp_path)
+  monkeypatch.setattr(ray_cluster, 'PREDECESSOR_GRACE_S', 0.5)
+  sleep = [sys.executable, '-c', 'import time; time.sleep(60)']
+  # What a host leaves behind when Ray replaces it on the same node: its
+  # role process, still running, named in the role's status.
+  predecessor = subprocess.Popen(
+      sleep + ['binaries.learner_main', '--root_dir', root_dir])
+  stranger = subprocess.Popen(sleep + ['something', 'else'])
+  status_path = os.path.join(root_dir, run_directory.STATUS_DIR,
+                             'learner.json')
+  try:
+    run_directory.write_json_atomically(status_path, {'pid': predecessor.pid})
+    ray_cluster._wait_for_predecessor(  # pylint: disable=protected-access
+        root_dir, 'learner', 'binaries.learner_main')
+    assert predecessor.wait(timeout=10) == -signal.SIGKILL
+    # A pid that now belongs to another program is left alone.
+    run_directory.write_json_atomically(status_path, {'pid': stranger.pid})
+    ray_cluster._wait_for_predecessor(  # pylint: disable=protected-access
+        root_dir, 'learner', 'binaries.learner_main')
+    assert stranger.poll() is None
+  finally:
+    for process in (predecessor, stranger):
+      process.kill()
+      process.wait()
