@@ -43,9 +43,16 @@ def cluster():
 
 
 def _hosts_alive():
-  found = subprocess.run(['pgrep', '-f', 'ray::RoleHost'],
-                         capture_output=True, text=True)
-  return found.stdout.split()
+  """Pids of processes that Ray titled as role hosts."""
+  alive = []
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        if f.read().startswith(b'ray::RoleHost'):
+          alive.append(pid)
+    except OSError:
+      pass  # Ended meanwhile.
+  return alive
 
 
 def _status(root_dir, role):
