@@ -324,8 +324,14 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
           [round(time.monotonic() - clock.start, 1), victim.name])
       next_chaos_kill += settings.chaos_kill_interval_s
     progress = _progress(roles_on, settings.num_actors)
-    refusals.check(progress['actors'])
     results = roles_on.read_results()
+    try:
+      refusals.check(progress['actors'])
+    except ActorQError:
+      # The run stops on what the actors did: the user sees it last.
+      log(_progress_line(time.monotonic() - clock.start, progress,
+                         results[-1:]))
+      raise
     for result in results[seen_results:]:
       if keeper.add(result):
         target_time = time.monotonic()
