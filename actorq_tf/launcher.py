@@ -10,7 +10,6 @@ A run directory without a summary is resumed by the same command.
 """
 import dataclasses
 import functools
-import json
 import os
 import random
 import signal
