@@ -123,12 +123,14 @@ PLANS = {
                       'd4pg_cartpole_balance.gin', (PAPER_POLICY,), 2_000)),
         actor_repeats=3,
         experiments=(
-            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 780,
-                       continue_after_target_s=300, hold_return=400),
+            # The default config first: against TF-Agents' own DQN, and
+            # whether what it learned holds after the target.
             Experiment('CartPole-v1 (DQN, quantization-aware training)',
                        'dqn_cartpole_qat.gin', 780,
                        precisions=('stock', 'int8', 'tf'),
                        continue_after_target_s=300, hold_return=400),
+            Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 780,
+                       precisions=end_to_end.PRECISIONS),
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240,
                        precisions=end_to_end.PRECISIONS)),
         seeds=(0, 1, 2),
