@@ -29,7 +29,7 @@ TINY_PLAN = report.Plan(
          'run_local.target_return = 9.0',
          'run_local.target_evaluations_in_a_row = 1'),
         continue_after_target_s=5, hold_return=9.0),),
-    seeds=(0,), precisions=('stock', 'fp32', 'int8'), retention_episodes=5)
+    seeds=(0,), precisions=('stock', 'int8'), retention_episodes=5)
 
 
 @pytest.fixture(scope='module')
@@ -71,7 +71,7 @@ def test_the_report_holds_every_part(tiny_report):
     assert sum(share.values()) == pytest.approx(1.0, abs=0.01)
 
   runs = results['end_to_end'][0]['runs']
-  assert [r['precision'] for r in runs] == ['stock', 'fp32', 'int8']
+  assert [r['precision'] for r in runs] == ['stock', 'int8']
   stock, runs = runs[0], runs[1:]
   assert stock['target_reached'] and stock['stopping_rule'] == {
       'metric': 'return_fp32', 'target_return': 9.0,
@@ -88,7 +88,7 @@ def test_the_report_holds_every_part(tiny_report):
 
   # Every mode on the int8 run's own checkpoint, the same 5 episodes.
   (checkpoint,) = results['retention']
-  assert checkpoint['run_dir'] == runs[1]['root_dir']
+  assert checkpoint['run_dir'] == runs[0]['root_dir']
   assert checkpoint['episodes'] == 5
   assert list(checkpoint['modes']) == [
       'fp32 (TF)', 'fp32 TFLite', 'fp16',
@@ -102,14 +102,16 @@ def test_the_report_holds_every_part(tiny_report):
   assert '## 5. Retention on fixed checkpoints' in text
   assert 'Machine:' in text and 'tensorflow 2.15.1' in text
   assert '| dynamic_int8 |' in text
-  assert '- int8 / fp32: time to target' in text
   assert '| stock | 1/1 |' in text and '- int8 / stock: time to target' in text
   assert ('wall time to target int8 / stock TF-Agents DQN, CartPole-v1, low '
           'target | <= 0.5 | ') in text
   assert 'Energy method: RAM: codecarbon' in text
-  # Without tf actors the int8 / tf goals are said to be unmeasured.
+  # Without tf and fp32 actors their goals are said to be unmeasured.
   assert 'wall time to target int8 / tf, CartPole-v1, low target | <= 0.5 | ' \
          'n/a | not measured' in text
+  assert 'bytes per model update int8 / fp32, CartPole-v1, low target | ' \
+         '<= 0.3 | n/a | not measured' in text
+  assert '- int8 / fp32:' not in text
 
 
 def test_finished_runs_are_reused(tiny_report):

@@ -39,10 +39,21 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
   publish_policy(reverb_server, version=9)
   # Version 12's model comes without its variables: fp32 stays at 9.
   publish_policy(reverb_server, version=12, publish_variables=False)
-  deadline = time.monotonic() + 20
+  deadline = time.monotonic() + 60
+  unmatched_since = []
+
+  def seen_unmatched_for_a_while():
+    # Stops 3 s after the evaluator said it found no matching variables, so
+    # that it would have had time to compare the two versions anyway.
+    status = run_directory.read_status(str(tmp_path), 'eval') or {}
+    if status.get('unmatched_versions') and not unmatched_since:
+      unmatched_since.append(time.monotonic())
+    return (time.monotonic() > deadline or
+            bool(unmatched_since) and time.monotonic() > unmatched_since[0] + 3)
+
   evaluations = evaluation.run_evaluator(
       str(tmp_path), reverb_server, num_episodes=2, variables_timeout_s=1.0,
-      should_stop=lambda: time.monotonic() > deadline)
+      should_stop=seen_unmatched_for_a_while)
   assert evaluations == 0
   assert not run_directory.read_results(str(tmp_path))
   status = run_directory.read_status(str(tmp_path), 'eval')
