@@ -153,6 +153,10 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
                                        for r in runs]),
         'model_update_bytes': _median([r['model_update_bytes']
                                        for r in runs]),
+        # Sampled over inserted items once replay reached its minimum size:
+        # whether every precision trained as much per env step.
+        'replay_ratio_range': _range([
+            r.get('replay_samples_per_insert_after_warmup') for r in runs]),
         'failed': [r['seed'] for r in runs if r['status'] == 'failed'],
         'energy_method': runs[0]['energy_method'],
         # Per seed, the share of evaluations after the target at or above
@@ -454,6 +458,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
          'retention, every eval (min-max)',
          'bytes per model update', 'kWh to target',
          'kg CO2 to target', 'kWh whole run',
+         'sampled / inserted after warm-up (min-max)',
          'held after target (each seed)'],
         [[p, f'{t["reached"]}/{t["seeds"]}',
           f'{_fmt(t["time_to_target_s"], ".1f")} ('
@@ -467,6 +472,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
           _fmt(t['energy_kwh_to_target'], '.5f'),
           _fmt(t['emissions_kg_to_target'], '.5f'),
           _fmt(t['energy_kwh'], '.5f'),
+          '{:.2f}-{:.2f}'.format(*t['replay_ratio_range'])
+          if t['replay_ratio_range'] else 'n/a',
           ', '.join(_fmt(h, '.2f') for h in t['held_after_target'])]
          for p, t in table.items()]))
     lines.append('')
@@ -494,7 +501,9 @@ def _end_to_end_section(results: Dict) -> List[str]:
           'this config\'s network size, DQN settings, batch, train steps '
           'per env step, replay warm-up and epsilon schedule, on the same '
           'seeds, evaluation episodes and stopping rule '
-          '(`benchmarks.stock_dqn`). It measures no energy.')
+          '(`benchmarks.stock_dqn`). It measures no energy, and it '
+          'samples in step with its env loop, with no rate limiter: its '
+          'sampled / inserted is n/a.')
     lines.append('- A `tf` actor pulls the variables after every env step '
                  '(TF-Agents\' stock behaviour), TFLite actors a model every '
                  '100 steps: per env step a tf actor receives about 100 times '

@@ -2,6 +2,7 @@
 a well-formed report. Speed is the benchmarks' business, not the tests'."""
 import json
 import os
+import re
 
 import pytest
 
@@ -141,6 +142,7 @@ def _run(precision, seed, seconds, int8_return, fp32_return, reached=True):
       'energy_kwh_to_target': seconds / 1e4,
       'emissions_kg_to_target': seconds / 1e5, 'energy_method': 'estimate',
       'energy_country': 'USA', 'exit_codes': {}, 'role_restarts': {},
+      'replay_samples_per_insert_after_warmup': 31.5 + seed,
       'root_dir': '/nowhere', 'curve': [[5.0, -900.0, -800.0],
                                         [seconds, int8_return, fp32_return]]}
 
@@ -171,6 +173,8 @@ def test_goals_that_are_not_met_are_said_plainly(tmp_path):
   assert report_writer.retention_over_evaluations(
       results['end_to_end'][0]['runs'][1]) == pytest.approx(950 / 1065)
   assert '| int8 | 1/2 | not reached (120.0, not reached)' in text
+  # Whether each precision trained as much per env step (seeds 0 and 1).
+  assert re.search(r'^\| tf \|.* \| 31\.50-32\.50 \| [^|]* \|$', text, re.M)
 
 
 def _retention_checkpoint(label, fp32_return, int8_return, ci95):
