@@ -11,7 +11,9 @@ Runs every benchmark side by side on this machine, then writes
      return for tf, fp32 and int8 actors, reward retention (int8 vs fp32
      greedy return of the same version), bytes per model update.
 
-  .venv/bin/python -m benchmarks.report            # full: about 1.5 h on 2 cores
+  .venv/bin/python -m benchmarks.report            # full: most of a day on 2 cores
+  .venv/bin/python -m benchmarks.report --parts end_to_end \
+      --experiments dqn_cartpole_qat.gin           # one experiment again
   .venv/bin/python -m benchmarks.report --quick    # under 10 min on 2 cores
 
 Each part runs in subprocesses of its own (a fresh TensorFlow and gin for
@@ -75,6 +77,8 @@ class Experiment:
   # evaluations that stay at or above `hold_return` says whether it holds.
   continue_after_target_s: float = 0.0
   hold_return: Optional[float] = None
+  # None: the plan's seeds.
+  seeds: Optional[Tuple[int, ...]] = None
 
   def precisions_of(self, plan_precisions: Sequence[str]) -> List[str]:
     return [p for p in plan_precisions
@@ -128,7 +132,8 @@ PLANS = {
             Experiment('CartPole-v1 (DQN, quantization-aware training)',
                        'dqn_cartpole_qat.gin', 780,
                        precisions=('stock', 'int8', 'tf'),
-                       continue_after_target_s=300, hold_return=400),
+                       continue_after_target_s=300, hold_return=400,
+                       seeds=(0, 1, 2, 3, 4)),
             Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 780,
                        precisions=end_to_end.PRECISIONS),
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240,
@@ -203,16 +208,27 @@ def run_actors(plan: Plan, work_dir: str, log=print) -> List[Dict]:
 
 
 def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
+                   earlier: Sequence[Dict] = (),
+                   gin_files: Optional[Sequence[str]] = None,
                    log=print) -> List[Dict]:
+  """The plan's experiments; with `gin_files`, only those of these configs
+  are measured and the others keep their `earlier` figures (each figure
+  says when it was measured)."""
+  kept = {figure['label']: figure for figure in earlier}
   figures = []
   for experiment in plan.experiments:
     precisions = experiment.precisions_of(plan.precisions)
+    if gin_files is not None and experiment.gin_file not in gin_files:
+      if experiment.label in kept:
+        figures.append(kept[experiment.label])
+      continue
     if not precisions:
       continue
-    log(f'End to end, {experiment.label}: seeds {list(plan.seeds)} x '
+    seeds = experiment.seeds or plan.seeds
+    log(f'End to end, {experiment.label}: seeds {list(seeds)} x '
         f'{precisions}, at most {experiment.max_wall_time_s:g} s each...')
     runs = end_to_end.run_experiment(
-        work_dir, experiment.gin_file, plan.seeds, experiment.max_wall_time_s,
+        work_dir, experiment.gin_file, seeds, experiment.max_wall_time_s,
         energy_country, precisions, experiment.gin_bindings,
         experiment.continue_after_target_s, log=log)
     figures.append({'label': experiment.label,
@@ -222,6 +238,7 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
                     'continue_after_target_s':
                         experiment.continue_after_target_s,
                     'hold_return': experiment.hold_return,
+                    'measured': _now(),
                     'runs': runs})
   return figures
 
@@ -355,14 +372,20 @@ def versions() -> Dict:
   return found
 
 
+def _now() -> str:
+  return datetime.datetime.now().strftime('%Y-%m-%d %H:%M')
+
+
 def run_report(plan: Plan, output_dir: str, work_dir: str,
                energy_country: str, parts: Sequence[str] = PARTS,
                command: str = '', log=print,
-               retention_run_dirs: Sequence[str] = ()) -> Dict:
+               retention_run_dirs: Sequence[str] = (),
+               end_to_end_gin_files: Optional[Sequence[str]] = None) -> Dict:
   """Measures the parts asked for, keeps earlier figures of the others (in
   `output_dir/results.json`), writes the report; returns the results. The
   retention part measures `retention_run_dirs` if given (see
-  run_retention)."""
+  run_retention); the end-to-end part only the experiments of
+  `end_to_end_gin_files` if given (see run_end_to_end)."""
   os.makedirs(output_dir, exist_ok=True)
   os.makedirs(work_dir, exist_ok=True)
   results_path = os.path.join(output_dir, report_writer.RESULTS_FILE)
@@ -372,8 +395,11 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results = json.load(f)
     if results.get('plan') != plan.name:
       results = {}
+  # Figures from before experiments carried their own date.
+  for figure in results.get('end_to_end') or []:
+    figure.setdefault('measured', results['measured']['end_to_end']['date'])
   results.update(plan=plan.name, command=command,
-                 date=datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+                 date=_now(),
                  machine=machine(), versions=versions(),
                  energy_country=energy_country)
   for part in parts:
@@ -382,8 +408,9 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
     elif part == 'actors':
       results['actors'] = run_actors(plan, work_dir, log)
     elif part == 'end_to_end':
-      results['end_to_end'] = run_end_to_end(plan, work_dir, energy_country,
-                                             log)
+      results['end_to_end'] = run_end_to_end(
+          plan, work_dir, energy_country, results.get('end_to_end') or (),
+          end_to_end_gin_files, log)
     elif part == 'retention':
       results['retention'] = run_retention(plan, results, work_dir, log,
                                            retention_run_dirs)
@@ -391,7 +418,7 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results['paper_size'] = run_paper_size(
           plan, work_dir, energy_country, results.get('paper_size'), log)
     results.setdefault('measured', {})[part] = {
-        'date': datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+        'date': _now(),
         'command': command}
     # Written after every part: hours of measurements survive a crash.
     report_writer.write_json(results_path, results)
@@ -413,6 +440,9 @@ flags.DEFINE_multi_string('retention_run_dir', [], 'Trained run '
                           'directories the retention part measures instead '
                           'of the end-to-end runs (earlier rows of other '
                           'runs are kept).')
+flags.DEFINE_list('experiments', None, 'Gin files of the end-to-end '
+                  'experiments to measure; the others keep their earlier '
+                  'figures. Default: every experiment of the plan.')
 flags.DEFINE_list('precisions', None, 'Actor precisions of the end-to-end '
                   'and paper-size runs; default the plan\'s (tf, fp32, '
                   'int8).')
@@ -431,6 +461,12 @@ def main(_):
       raise app.UsageError(f'unknown --precisions {sorted(unknown)}; choose '
                            f'from {list(end_to_end.ROWS)}')
     plan = dataclasses.replace(plan, precisions=tuple(FLAGS.precisions))
+  if FLAGS.experiments:
+    unknown = set(FLAGS.experiments) - {e.gin_file for e in plan.experiments}
+    if unknown:
+      raise app.UsageError(
+          f'unknown --experiments {sorted(unknown)}; the plan\'s are '
+          f'{[e.gin_file for e in plan.experiments]}')
   output_dir = FLAGS.output_dir or os.path.join(
       PROJECT_ROOT, 'benchmarks', 'results', *(['quick'] if FLAGS.quick
                                                else []))
@@ -438,7 +474,8 @@ def main(_):
                                             f'benchmarks_{plan.name}')
   run_report(plan, output_dir, work_dir, FLAGS.energy_country, FLAGS.parts,
              command=' '.join(['python -m benchmarks.report'] + sys.argv[1:]),
-             retention_run_dirs=FLAGS.retention_run_dir)
+             retention_run_dirs=FLAGS.retention_run_dir,
+             end_to_end_gin_files=FLAGS.experiments)
   print(f'Report: {os.path.join(output_dir, report_writer.REPORT_FILE)}')
 
 

@@ -416,6 +416,15 @@ def _actor_section(results: Dict) -> List[str]:
   return lines
 
 
+def _stopping_rule(run: Dict) -> str:
+  rule = run.get('stopping_rule')
+  if rule is None:
+    return ('one evaluation at or above the target (these runs predate '
+            '`run_local.target_evaluations_in_a_row`)')
+  return (f'mean greedy return at or above {rule["target_return"]:g} on '
+          f'{rule["evaluations_in_a_row"]} evaluation(s) in a row')
+
+
 def _end_to_end_section(results: Dict) -> List[str]:
   lines = ['## 3. End to end: time, reward retention, energy and carbon', '',
            'Each run is `local_main` as a user starts it: Reverb server, '
@@ -424,8 +433,9 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'over the precisions. Time to target counts from the launch '
            '(process start-up included) to the evaluation that meets the '
            'stopping rule: the mean greedy return (10 episodes) at or above '
-           'the target on two evaluations in a row, of two versions '
-           '(`run_local.target_evaluations_in_a_row`), of the int8 '
+           'the target on evaluations of that many versions in a row '
+           '(`run_local.target_evaluations_in_a_row`, two by default; each '
+           'experiment says its own), of the int8 '
            'model for int8 actors, of the fp32 network for tf and fp32 '
            'actors. Where the experiment says so, each run then trains on '
            'for a fixed time, and *held after target* is the share of its '
@@ -446,12 +456,16 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'train steps/s, and an actor\'s precision counts through the CPU '
            'time it leaves the learner.',
            '', f'![eval return vs wall time]({RETURN_PLOT})', '']
+  part_measured = results.get('measured', {}).get('end_to_end', {}).get(
+      'date', results.get('date'))
   for experiment in results['end_to_end']:
     table = experiment_table(experiment)
     lines += [f'### {experiment["label"]}', '',
               f'`{experiment["gin_file"]}`, target '
               f'{experiment["runs"][0]["target_return"]}, budget '
-              f'{experiment["max_wall_time_s"]:g} s per run.', '']
+              f'{experiment["max_wall_time_s"]:g} s per run. Stopping rule: '
+              f'{_stopping_rule(experiment["runs"][0])}. Measured '
+              f'{experiment.get("measured") or part_measured}.', '']
     lines.append(_rows_to_markdown(
         ['actors', 'reached', 'time to target s (each seed)',
          'env steps to target', 'learner steps to target',

@@ -1,5 +1,6 @@
 """The report's plumbing on a tiny case: real benchmarks, real launcher runs,
 a well-formed report. Speed is the benchmarks' business, not the tests'."""
+import dataclasses
 import json
 import os
 import re
@@ -125,6 +126,34 @@ def test_finished_runs_are_reused(tiny_report):
   assert [os.path.getmtime(p) for p in summaries] == before
   # Parts not measured again keep their figures.
   assert results['inference'] == tiny_report[0]['inference']
+
+
+def test_experiments_not_measured_again_keep_their_figures(tiny_report,
+                                                           tmp_path):
+  results, _, work_dir = tiny_report
+  # An experiment measured before the stopping rule was recorded.
+  kept = {'label': 'Pendulum, earlier', 'gin_file': 'd4pg_pendulum.gin',
+          'max_wall_time_s': 300, 'runs': [_run('int8', 0, 120.0, -150.0,
+                                                -150.0)]}
+  output_dir = str(tmp_path)
+  with open(os.path.join(output_dir, report_writer.RESULTS_FILE), 'w') as f:
+    json.dump(dict(results, end_to_end=[kept, *results['end_to_end']]), f)
+  plan = dataclasses.replace(TINY_PLAN, experiments=(
+      report.Experiment('Pendulum, earlier', 'd4pg_pendulum.gin', 300),
+      *TINY_PLAN.experiments))
+  again = report.run_report(plan, output_dir, work_dir, 'FRA',
+                            parts=['end_to_end'], command='test',
+                            end_to_end_gin_files=['dqn_cartpole.gin'])
+  earlier = results['measured']['end_to_end']['date']
+  assert again['end_to_end'][0] == dict(kept, measured=earlier)
+  measured = again['end_to_end'][1]
+  assert measured['runs'] == results['end_to_end'][0]['runs']  # reused
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  assert ('Stopping rule: one evaluation at or above the target (these runs '
+          f'predate `run_local.target_evaluations_in_a_row`). Measured '
+          f'{earlier}.') in text
+  assert ('Stopping rule: mean greedy return at or above 9 on 1 '
+          f'evaluation(s) in a row. Measured {measured["measured"]}.') in text
 
 
 def _run(precision, seed, seconds, int8_return, fp32_return, reached=True):
