@@ -292,7 +292,7 @@ def _measure_retention(plan: Plan, label: str, run_dir: str, index: int,
         os.path.join(work_dir, f'retention_{index}.log'))
   except RuntimeError as e:
     return {'label': label, 'error': str(e)}
-  return {'label': label, **measured['runs'][0]}
+  return {'label': label, 'measured': _now(), **measured['runs'][0]}
 
 
 def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
@@ -301,8 +301,9 @@ def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
   experiment's (and the paper-size experiment's) first int8 run that reached
   its target: the last evaluation of a run is picked by the stopping rule.
 
-  With `run_dirs`, on those trained run directories instead; the earlier
-  rows of other labels are kept."""
+  With `run_dirs`, on those trained run directories instead. Earlier rows
+  of other labels are kept, and so are those of experiments whose run
+  directories are gone."""
   if run_dirs:
     figures = []
     for run_dir in run_dirs:
@@ -318,6 +319,7 @@ def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
   experiments = list(results.get('end_to_end') or [])
   if results.get('paper_size'):
     experiments.append(results['paper_size'])
+  earlier = {row['label']: row for row in results.get('retention') or []}
   figures = []
   for experiment in experiments:
     runs = [r for r in experiment['runs']
@@ -325,14 +327,20 @@ def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
     found = [os.path.abspath(r['root_dir']) for r in runs
              if os.path.isdir(os.path.join(r['root_dir'],
                                           run_directory.CHECKPOINTS_DIR))]
-    if not found:
+    if found:
+      figures.append(_measure_retention(plan, experiment['label'], found[0],
+                                        len(figures), work_dir, log))
+    elif 'error' not in earlier.get(experiment['label'], {'error': None}):
+      # Measured before its run directories went: the figures still hold.
+      figures.append(earlier[experiment['label']])
+    else:
       figures.append({'label': experiment['label'], 'error': (
           'no int8 run of this experiment reached its target' if not runs
           else 'its run directories are gone; measure end_to_end again')})
-      continue
-    figures.append(_measure_retention(plan, experiment['label'], found[0],
-                                      len(figures), work_dir, log))
-  return figures
+  # Rows of trained run directories (`run_dirs` of an earlier call) stay.
+  labels = {experiment['label'] for experiment in experiments}
+  return figures + [row for label, row in earlier.items()
+                    if label not in labels]
 
 
 def machine() -> Dict:
@@ -395,9 +403,11 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
       results = json.load(f)
     if results.get('plan') != plan.name:
       results = {}
-  # Figures from before experiments carried their own date.
-  for figure in results.get('end_to_end') or []:
-    figure.setdefault('measured', results['measured']['end_to_end']['date'])
+  # Figures from before experiments and checkpoints carried their own date.
+  for part in ('end_to_end', 'retention'):
+    for figure in results.get(part) or []:
+      if 'error' not in figure:
+        figure.setdefault('measured', results['measured'][part]['date'])
   results.update(plan=plan.name, command=command,
                  date=_now(),
                  machine=machine(), versions=versions(),

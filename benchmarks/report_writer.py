@@ -316,7 +316,9 @@ def _retention_section(results: Dict) -> List[str]:
       continue
     lines += [f'Checkpoint of train step {checkpoint["train_step"]} in '
               f'`{checkpoint["run_dir"]}`, {checkpoint["episodes"]} '
-              f'episodes per mode.', '']
+              f'episodes per mode'
+              + (f', measured {checkpoint["measured"]}'
+                 if checkpoint.get('measured') else '') + '.', '']
     rows = []
     for mode, row in checkpoint['modes'].items():
       if 'agreement' in row:
@@ -488,7 +490,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
           _fmt(t['energy_kwh'], '.5f'),
           '{:.2f}-{:.2f}'.format(*t['replay_ratio_range'])
           if t['replay_ratio_range'] else 'n/a',
-          ', '.join(_fmt(h, '.2f') for h in t['held_after_target'])]
+          ', '.join(_fmt(h, '.2f') for h in t['held_after_target'])
+          if any(h is not None for h in t['held_after_target']) else 'n/a']
          for p, t in table.items()]))
     lines.append('')
     budget = experiment['max_wall_time_s']

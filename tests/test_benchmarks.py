@@ -206,6 +206,25 @@ def test_goals_that_are_not_met_are_said_plainly(tmp_path):
   assert re.search(r'^\| tf \|.* \| 31\.50-32\.50 \| [^|]* \|$', text, re.M)
 
 
+def test_retention_keeps_what_it_cannot_measure_again(tmp_path):
+  measured = dict(_retention_checkpoint('Pendulum', -150.0, -151.0, 5.0),
+                  measured='2026-12-03 15:46')
+  of_a_run_dir = dict(_retention_checkpoint('Acrobot-v1, run ac0', -130.0,
+                                            -129.0, 8.0))
+  results = {'end_to_end': [
+      {'label': 'Pendulum', 'runs': [_run('int8', 0, 120.0, -150.0, -150.0)]},
+      {'label': 'CartPole', 'runs': [_run('int8', 0, 0.0, 9.0, 9.0,
+                                          reached=False)]}],
+             'retention': [measured, {'label': 'CartPole', 'error': 'old'},
+                           of_a_run_dir]}
+  rows = report.run_retention(TINY_PLAN, results, str(tmp_path))
+  # The Pendulum run's directory is gone: its earlier figures stay.
+  assert rows == [measured, {
+      'label': 'CartPole',
+      'error': 'no int8 run of this experiment reached its target'},
+                  of_a_run_dir]
+
+
 def _retention_checkpoint(label, fp32_return, int8_return, ci95):
   fidelity = {'agreement': 0.9, 'tie_rate': 0.01, 'regret_vs_random': 0.02,
               'call_us': 10.0, 'model_bytes': 70_000}
