@@ -327,12 +327,13 @@ def run_retention(plan: Plan, results: Dict, work_dir: str, log=print,
     found = [os.path.abspath(r['root_dir']) for r in runs
              if os.path.isdir(os.path.join(r['root_dir'],
                                           run_directory.CHECKPOINTS_DIR))]
+    kept = earlier.get(experiment['label'])
     if found:
       figures.append(_measure_retention(plan, experiment['label'], found[0],
                                         len(figures), work_dir, log))
-    elif 'error' not in earlier.get(experiment['label'], {'error': None}):
+    elif runs and kept and 'error' not in kept:
       # Measured before its run directories went: the figures still hold.
-      figures.append(earlier[experiment['label']])
+      figures.append(kept)
     else:
       figures.append({'label': experiment['label'], 'error': (
           'no int8 run of this experiment reached its target' if not runs
