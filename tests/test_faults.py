@@ -16,6 +16,7 @@ import time
 import portpicker
 import tensorflow as tf
 
+from actorq_tf import model_channel
 from actorq_tf import run_directory
 from conftest import PROJECT_ROOT
 from conftest import TEST_BINDINGS
@@ -129,33 +130,46 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
           final_replay_items > 0)
 
 
-def _start(module, *args):
-  return subprocess.Popen(
-      [sys.executable, '-m', module, *args], cwd=PROJECT_ROOT,
-      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+def _start(module, stderr_path, *args):
+  # stderr goes to a file: an unread pipe fills and blocks the process.
+  with open(stderr_path, 'w') as stderr:
+    return subprocess.Popen(
+        [sys.executable, '-m', module, *args], cwd=PROJECT_ROOT,
+        stdout=subprocess.DEVNULL, stderr=stderr, text=True,
+        env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
 
 
 def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
   port = str(portpicker.pick_unused_port())
-  server = _start('binaries.reverb_server_main', '--port', port,
-                  *TEST_GIN_ARGS)
-  actor = _start('binaries.actor_main', '--root_dir', str(tmp_path),
+  actor_stderr = tmp_path / 'actor_stderr.txt'
+  server = _start('binaries.reverb_server_main', tmp_path / 'server_stderr.txt',
+                  '--port', port, *TEST_GIN_ARGS)
+  # The actor's own short server timeout is what this test measures; it must
+  # not run out while the server is still importing TensorFlow.
+  model_channel.wait_for_server(f'localhost:{port}', 120)
+  actor = _start('binaries.actor_main', actor_stderr,
+                 '--root_dir', str(tmp_path / 'run'),
                  '--replay_server_address', f'localhost:{port}',
                  '--gin_bindings', 'run_actor.server_timeout_s = 10',
                  '--gin_bindings', 'run_actor.status_interval_s = 1',
                  *TEST_GIN_ARGS)
   try:
-    wait_for(lambda: (run_directory.read_status(str(tmp_path), 'actor_0') or {}
-                     ).get('env_steps', 0) > 200, 120, 'the actor to collect')
+    def collected():
+      if actor.poll() is not None:
+        raise AssertionError('the actor exited before collecting:\n' +
+                             actor_stderr.read_text()[-2000:])
+      status = run_directory.read_status(str(tmp_path / 'run'), 'actor_0')
+      return (status or {}).get('env_steps', 0) > 200
+    wait_for(collected, 120, 'the actor to collect')
     server.kill()
     killed_at = time.monotonic()
-    _, err = actor.communicate(timeout=120)
+    actor.wait(timeout=120)
     gave_up_after_s = time.monotonic() - killed_at
   finally:
     server.kill()
     actor.kill()
-  assert actor.returncode == 1
+  err = actor_stderr.read_text()
+  assert actor.returncode == 1, err[-2000:]
   error_lines = [l for l in err.splitlines() if 'error:' in l]
   assert error_lines, err[-2000:]
   assert 'Reverb server at localhost:' + port in error_lines[-1]
