@@ -42,6 +42,7 @@ def train(root_dir: str,
           checkpoint_interval: int = 1_000,
           summary_interval: int = 100,
           num_calibration_observations: int = 256,
+          calibration_extremes_window: int = 10,
           server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0,
@@ -64,6 +65,9 @@ def train(root_dir: str,
     summary_interval: train steps between TensorBoard summaries.
     num_calibration_observations: observations that calibrate int8 models,
       sampled from the actors' most recent ones.
+    calibration_extremes_window: int8 ranges cover, besides those, the
+      observations at each feature's extremes over the calibration sets of
+      this many exports (see export.ObservationExtremes).
     server_timeout_s: how long the Reverb server may not answer before the
       learner gives up (it waits, and goes on, if the server comes back).
     stop: set (by SIGTERM in the binary) to checkpoint and return.
@@ -132,7 +136,9 @@ def train(root_dir: str,
   export_trigger = ExportTrigger(
       exporter, replay.RecentObservations(
           server_address, env.observation_spec().shape,
-          num_calibration_observations), export_interval, step_lock)
+          num_calibration_observations),
+      export.ObservationExtremes(calibration_extremes_window),
+      export_interval, step_lock)
   checkpoint_trigger = CheckpointTrigger(checkpointer, train_step,
                                          checkpoint_interval, step_lock)
 
@@ -217,10 +223,12 @@ class ExportTrigger:
   said why."""
 
   def __init__(self, exporter: export.PolicyExporter,
-               calibration: replay.RecentObservations, interval: int,
+               calibration: replay.RecentObservations,
+               extremes: export.ObservationExtremes, interval: int,
                step_lock: threading.Lock):
     self._exporter = exporter
     self._calibration = calibration
+    self._extremes = extremes
     self._interval = interval
     self._step_lock = step_lock
     self._skipped = 0
@@ -248,8 +256,9 @@ class ExportTrigger:
     if observations is None:
       # Calibrating on older states would fit int8 to states the actors left.
       return self._calibration.failure
+    extremes = self._extremes.add(observations)
     with self._step_lock:
-      self._exporter.export_async(step, observations)
+      self._exporter.export_async(step, observations, extremes)
     return None
 
   def figures(self) -> dict:

@@ -281,6 +281,47 @@ def test_int8_action_model_stays_close_to_fp32_actions(tmp_path):
   assert model.action(observations[0]) == pytest.approx(expected[0], abs=0.1)
 
 
+def test_extremes_are_real_observations_of_the_last_exports():
+  extremes = export.ObservationExtremes(window=2)
+  outlier = np.array([[0.0, 30.0, 0.0, 0.0]], np.float32)
+  first = extremes.add(np.concatenate([_observations(seed=1), outlier]))
+  assert any((row == outlier[0]).all() for row in first)
+  second = extremes.add(_observations(seed=2))
+  assert any((row == outlier[0]).all() for row in second)
+  third = extremes.add(_observations(seed=3))  # The outlier's set has left.
+  assert not any((row == outlier[0]).all() for row in third)
+  assert third[:, 1].max() < 30.0
+  # Each feature's lowest and highest value over the window, and only rows
+  # that were given.
+  window = np.concatenate([_observations(seed=2), _observations(seed=3)])
+  np.testing.assert_array_equal(third.max(0), window.max(0))
+  np.testing.assert_array_equal(third.min(0), window.min(0))
+  assert all((window == row).all(1).any() for row in third)
+  with pytest.raises(ActorQError, match='at least one export'):
+    export.ObservationExtremes(window=0)
+
+
+def test_int8_actions_hold_at_extremes_the_calibration_set_missed(tmp_path):
+  # Pendulum's swing-up: the last episodes stayed near the top (small
+  # angular velocity), an earlier one swung up from the bottom.
+  network = _actor_network()
+  calibration = _observations() * np.array([1, 1, 1, 0.2], np.float32)
+  swing_up = np.array([[0.5, -0.5, 0.0, 8.0], [-0.5, 0.5, 0.0, -8.0]],
+                      np.float32)
+  expected = network(swing_up)[0].numpy()
+  errors = {}
+  for extremes in (None, swing_up):
+    exporter = export.PolicyExporter(
+        network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
+        lambda *_: None, str(tmp_path))
+    (result,) = exporter.export(1, calibration, extremes)
+    model = TFLiteModel(result.model_bytes, result.normalizer)
+    errors[extremes is None] = np.abs(model.outputs(swing_up) - expected).max()
+  # Clipped at the calibration set's range, the input loses most of the
+  # swing-up's velocity.
+  assert errors[False] < 0.25 * errors[True], errors
+
+
 def test_action_check_refuses_errors_over_the_ceiling():
   network = _actor_network()
   observations = _observations()
