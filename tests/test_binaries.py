@@ -70,6 +70,8 @@ def test_missing_gin_file():
                       '--gin_file', 'no_such_experiment.gin')
   assert result.returncode == 1
   assert "gin file not found: 'no_such_experiment.gin'" in _error_line(result)
+  # Nothing else: TensorFlow's start-up lines are not the user's business.
+  assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_unknown_precision():
