@@ -21,6 +21,7 @@ their final checkpoint). So a role:
 """
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -28,6 +29,44 @@ import time
 from typing import Callable, List
 
 from absl import logging
+
+
+_DUPLICATE_REGISTRATION = re.compile(
+    rb'Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register '
+    rb'factory for plugin cu(DNN|FFT|BLAS) when one has already been '
+    rb'registered')
+
+
+def import_tensorflow() -> None:
+  """Imports TensorFlow without the three ERROR lines its 2.15 wheels log at
+  every import, GPU or not: the cuDNN, cuFFT and cuBLAS factories registered
+  twice (tensorflow/tensorflow#62075), the first thing every command printed.
+  Everything else TensorFlow prints while it loads goes on to stderr as it
+  comes, so a crash in the import keeps its message. Binaries call this
+  before importing the modules that need TensorFlow; modules that do not
+  (Ray's role hosts) never load it."""
+  if 'tensorflow' in sys.modules:
+    return
+  sys.stderr.flush()
+  read_end, write_end = os.pipe()
+  stderr = os.dup(2)
+
+  def forward():
+    with os.fdopen(read_end, 'rb') as lines:
+      for line in lines:
+        if not _DUPLICATE_REGISTRATION.search(line):
+          os.write(stderr, line)
+
+  forwarder = threading.Thread(target=forward, daemon=True)
+  forwarder.start()
+  os.dup2(write_end, 2)
+  os.close(write_end)
+  try:
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  finally:
+    os.dup2(stderr, 2)  # The pipe's last write end closes: forward() ends.
+    forwarder.join()
+    os.close(stderr)
 
 # How long the Reverb server may not answer before a role gives up
 # (`run_actor.`, `train.`, `run_evaluator.server_timeout_s` default to it).

@@ -10,13 +10,15 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from actorq_tf import runtime
+runtime.import_tensorflow()  # Before the modules below import it.
+# pylint: disable=g-import-not-at-top,wrong-import-position
 from actorq_tf import PRECISIONS
 from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import launcher
-from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
 
 flags.DEFINE_string('root_dir', None, 'Run directory: summaries, checkpoints, '

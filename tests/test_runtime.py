@@ -76,3 +76,18 @@ def test_a_released_object_is_destroyed_off_the_callers_thread():
   assert not holder
   assert done.wait(10)
   assert destroyed_on == ['Release']
+
+
+def test_tensorflow_imports_without_its_duplicate_registration_errors():
+  script = 'from actorq_tf import runtime; runtime.import_tensorflow()'
+  every_line = subprocess.run(
+      [sys.executable, '-c', script], cwd=PROJECT_ROOT, capture_output=True,
+      text=True, timeout=120, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT,
+                                       TF_CPP_MIN_LOG_LEVEL='0'))
+  assert every_line.returncode == 0, every_line.stderr[-2000:]
+  assert 'Unable to register' not in every_line.stderr
+  # TensorFlow's other start-up lines still come through when asked for.
+  assert any(' I ' in line and '.cc:' in line
+             for line in every_line.stderr.splitlines()), every_line.stderr
+  default = _run_script(script)  # Warnings and errors only.
+  assert (default.returncode, default.stderr) == (0, '')
