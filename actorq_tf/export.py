@@ -507,7 +507,9 @@ class ObservationExtremes:
   them clips its input there and does not swing up (seed 0, versions 4,000
   and 5,000: int8 -492 and -330 where fp32 played -146 and -147). Only
   observations the actors met: synthetic corners would stretch every layer's
-  range with activations no state produces.
+  range with activations no state produces. A feature whose extremes lie far
+  out is scaled down alone (`ObservationNormalizer.from_observations`), so
+  the one int8 input scale covers them without coarsening the others.
   """
 
   def __init__(self, window: int):
@@ -518,9 +520,14 @@ class ObservationExtremes:
 
   @staticmethod
   def _extreme_rows(observations: np.ndarray) -> np.ndarray:
-    flat = observations.reshape(len(observations), -1)
+    # A non-finite observation would stay the extreme for `window` exports.
+    finite = observations[np.isfinite(
+        observations.reshape(len(observations), -1)).all(axis=1)]
+    if not len(finite):
+      return finite
+    flat = finite.reshape(len(finite), -1)
     rows = np.unique(np.concatenate([flat.argmin(0), flat.argmax(0)]))
-    return observations[rows]
+    return finite[rows]
 
   def add(self, observations: np.ndarray) -> np.ndarray:
     """Takes one export's calibration set; returns the window's extremes."""
@@ -648,7 +655,8 @@ class PolicyExporter:
       # Exported as it was trained, with its own normalization.
       normalizer = self._snapshot_network.observation_normalizer
     else:
-      normalizer = ObservationNormalizer.from_observations(observations)
+      normalizer = ObservationNormalizer.from_observations(observations,
+                                                           extremes)
       output_scale = self._transform(observations, normalizer)
     if extremes is not None and len(extremes):
       observations = np.concatenate([observations, extremes])

@@ -1,5 +1,6 @@
 """The per-feature affine map between raw observations and a model's input."""
 import dataclasses
+from typing import Optional
 
 import numpy as np
 
@@ -22,14 +23,24 @@ class ObservationNormalizer:
     return cls(np.zeros(shape, np.float32), np.ones(shape, np.float32))
 
   @classmethod
-  def from_observations(cls, observations: np.ndarray
+  def from_observations(cls, observations: np.ndarray,
+                        extremes: Optional[np.ndarray] = None,
+                        extremes_within: float = 4.0
                        ) -> 'ObservationNormalizer':
+    """Centres and scales each feature by the observations' mean and
+    standard deviation; a feature whose `extremes` lie further than
+    `extremes_within` deviations from the mean is scaled so that they lie at
+    most that far, so that one int8 input scale covers them without losing
+    the other features' resolution."""
+    mean = observations.mean(axis=0)
     std = observations.std(axis=0)
     # Constant features keep unit scale instead of dividing by zero.
     floor = max(1e-6, 1e-3 * float(std.max(initial=0.0)))
     scale = np.where(std > floor, std, 1.0)
-    return cls(observations.mean(axis=0).astype(np.float32),
-               scale.astype(np.float32))
+    if extremes is not None and len(extremes):
+      reach = np.abs(extremes - mean).max(axis=0) / extremes_within
+      scale = np.maximum(scale, reach)
+    return cls(mean.astype(np.float32), scale.astype(np.float32))
 
   def __call__(self, observations: np.ndarray) -> np.ndarray:
     return (observations - self.shift) / self.scale

@@ -21,8 +21,8 @@ their final checkpoint). So a role:
 """
 import os
 import queue
-import re
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -31,42 +31,61 @@ from typing import Callable, List
 from absl import logging
 
 
-_DUPLICATE_REGISTRATION = re.compile(
-    rb'Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register '
-    rb'factory for plugin cu(DNN|FFT|BLAS) when one has already been '
-    rb'registered')
+_DUPLICATE_REGISTRATION = (
+    r'Unable to register cu(DNN|FFT|BLAS) factory: Attempting to register '
+    r'factory for plugin cu(DNN|FFT|BLAS) when one has already been '
+    r'registered')
 
 
 def import_tensorflow() -> None:
   """Imports TensorFlow without the three ERROR lines its 2.15 wheels log at
   every import, GPU or not: the cuDNN, cuFFT and cuBLAS factories registered
   twice (tensorflow/tensorflow#62075), the first thing every command printed.
-  Everything else TensorFlow prints while it loads goes on to stderr as it
-  comes, so a crash in the import keeps its message. Binaries call this
-  before importing the modules that need TensorFlow; modules that do not
-  (Ray's role hosts) never load it."""
+
+  While TensorFlow loads, stderr goes through a filter process that drops
+  those lines and passes on everything else as it comes; being a process of
+  its own, it still passes on what a fatal abort in the import printed.
+  Binaries call this before importing the modules that need TensorFlow;
+  modules that do not (Ray's role hosts) never load it.
+  """
   if 'tensorflow' in sys.modules:
     return
-  sys.stderr.flush()
-  read_end, write_end = os.pipe()
-  stderr = os.dup(2)
-
-  def forward():
-    with os.fdopen(read_end, 'rb') as lines:
-      for line in lines:
-        if not _DUPLICATE_REGISTRATION.search(line):
-          os.write(stderr, line)
-
-  forwarder = threading.Thread(target=forward, daemon=True)
-  forwarder.start()
-  os.dup2(write_end, 2)
-  os.close(write_end)
+  try:
+    sys.stderr.flush()
+    stderr = os.dup(2)
+  except (AttributeError, OSError):  # No stderr: nothing to keep quiet.
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    return
+  try:
+    line_filter = subprocess.Popen(
+        [sys.executable, '-c', _LINE_FILTER, _DUPLICATE_REGISTRATION],
+        stdin=subprocess.PIPE, stdout=stderr)
+  except OSError:
+    os.close(stderr)
+    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    return
+  os.dup2(line_filter.stdin.fileno(), 2)
   try:
     import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   finally:
-    os.dup2(stderr, 2)  # The pipe's last write end closes: forward() ends.
-    forwarder.join()
+    os.dup2(stderr, 2)
     os.close(stderr)
+    line_filter.stdin.close()
+    try:
+      line_filter.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+      # Something TensorFlow started holds the pipe; the filter ends with it.
+      pass
+
+
+_LINE_FILTER = """
+import re, sys
+pattern = re.compile(sys.argv[1].encode())
+for line in sys.stdin.buffer:
+  if not pattern.search(line):
+    sys.stdout.buffer.write(line)
+    sys.stdout.buffer.flush()
+"""
 
 # How long the Reverb server may not answer before a role gives up
 # (`run_actor.`, `train.`, `run_evaluator.server_timeout_s` default to it).

@@ -297,6 +297,10 @@ def test_extremes_are_real_observations_of_the_last_exports():
   np.testing.assert_array_equal(third.max(0), window.max(0))
   np.testing.assert_array_equal(third.min(0), window.min(0))
   assert all((window == row).all(1).any() for row in third)
+  broken = _observations(seed=4)
+  broken[0, 2] = np.nan
+  broken[1, 0] = np.inf
+  assert np.isfinite(extremes.add(broken)).all()
   with pytest.raises(ActorQError, match='at least one export'):
     export.ObservationExtremes(window=0)
 
@@ -332,9 +336,14 @@ def test_int8_input_covers_extremes_the_calibration_set_missed(tmp_path):
   model = TFLiteModel(results[True].model_bytes, results[True].normalizer)
   np.testing.assert_allclose(model.outputs(swing_up),
                              network(swing_up)[0].numpy(), atol=0.05)
-  # The normalization stays that of the recent observations.
-  np.testing.assert_array_equal(results[True].normalizer.scale,
-                                results[False].normalizer.scale)
+  # Only the velocity is scaled down to reach them; the other features keep
+  # their resolution on the recent observations.
+  np.testing.assert_array_equal(results[True].normalizer.scale[:3],
+                                results[False].normalizer.scale[:3])
+  assert results[True].normalizer.scale[3] > results[False].normalizer.scale[3]
+  with_extremes = _int8_input_range(results[True])[:, :3]
+  without = _int8_input_range(results[False])[:, :3]
+  assert (np.ptp(with_extremes, axis=0) < 1.25 * np.ptp(without, axis=0)).all()
 
 
 def test_action_check_refuses_errors_over_the_ceiling():

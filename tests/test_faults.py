@@ -144,16 +144,18 @@ def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
   actor_stderr = tmp_path / 'actor_stderr.txt'
   server = _start('binaries.reverb_server_main', tmp_path / 'server_stderr.txt',
                   '--port', port, *TEST_GIN_ARGS)
-  # The actor's own short server timeout is what this test measures; it must
-  # not run out while the server is still importing TensorFlow.
-  model_channel.wait_for_server(f'localhost:{port}', 120)
-  actor = _start('binaries.actor_main', actor_stderr,
-                 '--root_dir', str(tmp_path / 'run'),
-                 '--replay_server_address', f'localhost:{port}',
-                 '--gin_bindings', 'run_actor.server_timeout_s = 10',
-                 '--gin_bindings', 'run_actor.status_interval_s = 1',
-                 *TEST_GIN_ARGS)
+  actor = None
   try:
+    # The actor's own short server timeout is what this test measures; it
+    # must not run out while the server is still importing TensorFlow.
+    model_channel.wait_for_server(f'localhost:{port}', 120)
+    actor = _start('binaries.actor_main', actor_stderr,
+                   '--root_dir', str(tmp_path / 'run'),
+                   '--replay_server_address', f'localhost:{port}',
+                   '--gin_bindings', 'run_actor.server_timeout_s = 10',
+                   '--gin_bindings', 'run_actor.status_interval_s = 1',
+                   *TEST_GIN_ARGS)
+
     def collected():
       if actor.poll() is not None:
         raise AssertionError('the actor exited before collecting:\n' +
@@ -167,7 +169,8 @@ def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
     gave_up_after_s = time.monotonic() - killed_at
   finally:
     server.kill()
-    actor.kill()
+    if actor is not None:
+      actor.kill()
   err = actor_stderr.read_text()
   assert actor.returncode == 1, err[-2000:]
   error_lines = [l for l in err.splitlines() if 'error:' in l]

@@ -91,3 +91,24 @@ def test_tensorflow_imports_without_its_duplicate_registration_errors():
              for line in every_line.stderr.splitlines()), every_line.stderr
   default = _run_script(script)  # Warnings and errors only.
   assert (default.returncode, default.stderr) == (0, '')
+
+
+def test_a_fatal_error_while_tensorflow_loads_still_reaches_stderr(tmp_path):
+  # A stand-in for TensorFlow that logs like it and then aborts, as a wheel
+  # built for instructions this CPU lacks does.
+  fake = tmp_path / 'tensorflow'
+  fake.mkdir()
+  (fake / '__init__.py').write_text(
+      'import os\n'
+      'os.write(2, b"E cuda_dnn.cc:9261] Unable to register cuDNN factory: '
+      'Attempting to register factory for plugin cuDNN when one has already '
+      'been registered\\n")\n'
+      'os.write(2, b"F cpu_feature_guard.cc:183] AVX512 not supported\\n")\n'
+      'os.abort()\n')
+  result = subprocess.run(
+      [sys.executable, '-c',
+       'from actorq_tf import runtime; runtime.import_tensorflow()'],
+      cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60,
+      env=dict(os.environ, PYTHONPATH=f'{tmp_path}:{PROJECT_ROOT}'))
+  assert result.returncode != 0
+  assert result.stderr == 'F cpu_feature_guard.cc:183] AVX512 not supported\n'
