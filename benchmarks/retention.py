@@ -77,6 +77,8 @@ def measure_run(run_dir: str, episodes: int, calls: int,
                           noise=CALIBRATION_NOISE[discrete])
   calibration = played[np.random.default_rng(0).integers(len(played),
                                                          size=256)]
+  # As the learner adds them: the extremes of what the actors played lately.
+  extremes = export.ObservationExtremes(window=1).add(played)
   fp32_states, _ = common.play(env, lambda o: fp32_policy(o[None])[0], 10,
                                seed=10**6)
   reference = fp32_outputs(fp32_states)
@@ -95,7 +97,8 @@ def measure_run(run_dir: str, episodes: int, calls: int,
     exporter = export.PolicyExporter(
         network, outputs if readied else outputs.full_range(), [precision],
         lambda *_: None, tempfile.mkdtemp(), equalize=readied)
-    result = exporter.export(train_step, calibration)[0]
+    result = exporter.export(train_step, calibration,
+                             extremes if readied else None)[0]
     model = TFLiteModel(result.model_bytes, result.normalizer)
     policy = functools.partial(algorithm.model_actions, model,
                                action_spec=spec)
