@@ -50,32 +50,29 @@ def import_tensorflow() -> None:
   """
   if 'tensorflow' in sys.modules:
     return
+  stderr = line_filter = None
   try:
     sys.stderr.flush()
     stderr = os.dup(2)
-  except (AttributeError, OSError):  # No stderr: nothing to keep quiet.
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-    return
-  try:
     line_filter = subprocess.Popen(
         [sys.executable, '-c', _LINE_FILTER, _DUPLICATE_REGISTRATION],
         stdin=subprocess.PIPE, stdout=stderr)
-  except OSError:
-    os.close(stderr)
-    import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
-    return
-  os.dup2(line_filter.stdin.fileno(), 2)
+    os.dup2(line_filter.stdin.fileno(), 2)
+  except (AttributeError, OSError):
+    pass  # No stderr to keep quiet, or no filter: TensorFlow prints as usual.
   try:
     import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   finally:
-    os.dup2(stderr, 2)
-    os.close(stderr)
-    line_filter.stdin.close()
-    try:
-      line_filter.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-      # Something TensorFlow started holds the pipe; the filter ends with it.
-      pass
+    if stderr is not None:
+      os.dup2(stderr, 2)
+      os.close(stderr)
+    if line_filter is not None:
+      line_filter.stdin.close()
+      try:
+        line_filter.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        pass  # Something TensorFlow started holds the pipe; the filter
+        # ends with it.
 
 
 _LINE_FILTER = """
