@@ -128,6 +128,16 @@ def test_finished_runs_are_reused(tiny_report):
   assert results['inference'] == tiny_report[0]['inference']
 
 
+def test_benchmark_subprocesses_print_no_tensorflow_registration_errors(
+    tiny_report):
+  stock_run = next(r for r in tiny_report[0]['end_to_end'][0]['runs']
+                   if r['precision'] == 'stock')
+  with open(stock_run['root_dir'] + '.log') as f:
+    log = f.read()
+  assert 'env steps' in log  # The stock run's own progress came through.
+  assert 'Unable to register' not in log, log
+
+
 def test_experiments_not_measured_again_keep_their_figures(tiny_report,
                                                            tmp_path):
   results, _, work_dir = tiny_report
