@@ -520,14 +520,14 @@ class ObservationExtremes:
 
   @staticmethod
   def _extreme_rows(observations: np.ndarray) -> np.ndarray:
+    flat = observations.reshape(len(observations), -1)
     # A non-finite observation would stay the extreme for `window` exports.
-    finite = observations[np.isfinite(
-        observations.reshape(len(observations), -1)).all(axis=1)]
-    if not len(finite):
-      return finite
-    flat = finite.reshape(len(finite), -1)
+    finite = np.isfinite(flat).all(axis=1)
+    observations, flat = observations[finite], flat[finite]
+    if not len(flat):
+      return observations
     rows = np.unique(np.concatenate([flat.argmin(0), flat.argmax(0)]))
-    return finite[rows]
+    return observations[rows]
 
   def add(self, observations: np.ndarray) -> np.ndarray:
     """Takes one export's calibration set; returns the window's extremes."""
