@@ -10,7 +10,7 @@ weight copy and the checkpoint.
 import os
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from absl import logging
 import gin
@@ -46,7 +46,8 @@ def train(root_dir: str,
           server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0,
-          energy_meter: Optional[energy.EnergyMeter] = None) -> int:
+          energy_meter: Optional[energy.EnergyMeter] = None,
+          on_finish: Callable[[], None] = lambda: None) -> int:
   """Trains until `max_train_steps` (0: until stopped); returns the step.
 
   Args:
@@ -75,6 +76,8 @@ def train(root_dir: str,
       after `stop`, a watchdog checkpoints and ends the process.
     energy_meter: if given (started), the machine's energy and emissions
       go to TensorBoard and the status file with the other figures.
+    on_finish: called last when the learner finishes, on every path: a
+      replay server hosted in this process checkpoints there.
   """
   tf.random.set_seed(seed)
   env = environments.load_environment()
@@ -166,6 +169,7 @@ def train(root_dir: str,
     final_figures = figures(int(train_step))
     writer.close()
     status_trigger.write(stopped=True, **final_figures)
+    on_finish()
     finished.set()
 
   stop = stop or threading.Event()
@@ -195,7 +199,9 @@ def train(root_dir: str,
               tf.errors.UnavailableError, tf.errors.CancelledError,
               StopIteration):
         # The rate limiter held sampling past its timeout: actors are
-        # behind, or the server is gone.
+        # behind (or stopped), or the server is gone.
+        if stop.is_set():
+          break  # Replacing the iterator would wait on its samples.
         waiting_since = waiting_since or time.monotonic()
         _check_server(client, server_timeout_s, waiting_since)
         iterator = iter(dataset)

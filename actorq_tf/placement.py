@@ -108,12 +108,13 @@ class Machine:
   def describe(self) -> str:
     return f'this machine (logs in {self._log_dir})'
 
-  def start_server(self, args: List[str]) -> Tuple[RoleProcess, str]:
-    """The Reverb server, and the address its clients reach it at."""
+  def start_server(self, name: str, module: str,
+                   args: List[str]) -> Tuple[RoleProcess, str]:
+    """The role that hosts the Reverb server, and the address its clients
+    reach it at."""
     port = portpicker.pick_unused_port()
-    server = RoleProcess(run_directory.SERVER_ROLE,
-                         'binaries.reverb_server_main',
-                         args + ['--port', str(port)], self._log_dir)
+    server = RoleProcess(name, module, args + ['--replay_port', str(port)],
+                         self._log_dir)
     return server, f'localhost:{port}'
 
   def start_role(self, name: str, module: str,

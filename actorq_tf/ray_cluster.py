@@ -360,23 +360,24 @@ class RayCluster:
     self._roles[name] = role
     return role
 
-  def start_server(self, args: List[str]) -> Tuple[RayRole, str]:
-    options = self._options(run_directory.SERVER_ROLE)
+  def start_server(self, name: str, module: str,
+                   args: List[str]) -> Tuple[RayRole, str]:
+    options = self._options(name)
     probe = ray.remote(_node_and_free_port).options(
-        num_cpus=options['num_cpus'], resources=options['resources'])
+        num_cpus=options['num_cpus'], num_gpus=options.get('num_gpus', 0),
+        resources=options['resources'])
     try:
       node_id, node_ip, port = ray.get(probe.remote(),
                                        timeout=PLACEMENT_TIMEOUT_S)
     except ray.exceptions.RayError as e:
       raise ActorQError(
-          f'Ray found no node for the Reverb server within '
+          f'Ray found no node for the Reverb server (in {name}) within '
           f'{PLACEMENT_TIMEOUT_S:g} s ({type(e).__name__}); it asks for {_readable(options)}, the '
           f'cluster has {ray.cluster_resources()}') from e
     options['scheduling_strategy'] = NodeAffinitySchedulingStrategy(
         node_id, soft=False)
-    server = self._start(run_directory.SERVER_ROLE,
-                         'binaries.reverb_server_main',
-                         args + ['--port', str(port)], options)
+    server = self._start(name, module, args + ['--replay_port', str(port)],
+                         options)
     return server, f'{node_ip}:{port}'
 
   def start_role(self, name: str, module: str, args: List[str]) -> RayRole:

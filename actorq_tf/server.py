@@ -58,47 +58,78 @@ def replay_size(client: reverb.Client) -> int:
 
 
 @gin.configurable
-def serve(root_dir: Optional[str], port: int, stop: threading.Event,
-          checkpoint_interval_s: float = 60.0) -> None:
-  """Serves until `stop`, checkpointing into root_dir/replay_checkpoints.
+class ReplayService:
+  """The run's tables served on `port` by this process, checkpointed into
+  root_dir/replay_checkpoints on a schedule and at `close`.
 
-  Args:
-    root_dir: run directory; None serves without checkpoints.
-    port: port to listen on (all interfaces: dm-reverb 0.14 takes no host).
-    stop: set by SIGTERM / SIGINT; the server checkpoints, then stops.
-    checkpoint_interval_s: seconds between checkpoints. Reverb keeps the
-      newest complete checkpoint and deletes older ones itself.
+  The Reverb server binary runs one alone; the learner may host one, so
+  that it samples in its own process (Reverb then skips gRPC: a learner
+  loop at 360 train steps/s here instead of 226 from a server process).
   """
-  checkpoint_dir = root_dir and os.path.join(
-      root_dir, run_directory.REPLAY_CHECKPOINTS_DIR)
-  server = start_server(port, checkpoint_dir)
-  client = reverb.Client(f'localhost:{server.port}')
-  restored_items = replay_size(client)
-  logging.info('Reverb server listening on port %d (all interfaces); replay '
-               'holds %d items.', server.port, restored_items)
-  if checkpoint_dir is None:
-    logging.warning('No --root_dir: the tables are not checkpointed.')
-    stop.wait()
-    server.stop()
-    return
 
-  def checkpoint():
+  def __init__(self, root_dir: Optional[str], port: int,
+               checkpoint_interval_s: float = 60.0):
+    """
+    Args:
+      root_dir: run directory; None serves without checkpoints.
+      port: port to listen on (all interfaces: dm-reverb 0.14 takes no
+        host).
+      checkpoint_interval_s: seconds between checkpoints. Reverb keeps the
+        newest complete checkpoint and deletes older ones itself.
+    """
+    self._root_dir = root_dir
+    checkpoint_dir = root_dir and os.path.join(
+        root_dir, run_directory.REPLAY_CHECKPOINTS_DIR)
+    self._server = start_server(port, checkpoint_dir)
+    self.address = f'localhost:{self._server.port}'
+    self._client = reverb.Client(self.address)
+    self._restored_items = replay_size(self._client)
+    logging.info('Reverb server listening on port %d (all interfaces); '
+                 'replay holds %d items.', self._server.port,
+                 self._restored_items)
+    self._closing = threading.Event()
+    self._checkpoints = None
+    if checkpoint_dir is None:
+      logging.warning('No --root_dir: the tables are not checkpointed.')
+      return
+    self._write_status()
+    self._checkpoints = threading.Thread(
+        target=self._checkpoint_on_schedule, args=(checkpoint_interval_s,),
+        name='replay_checkpoints', daemon=True)
+    self._checkpoints.start()
+
+  def __enter__(self) -> 'ReplayService':
+    return self
+
+  def __exit__(self, *unused_exception) -> None:
+    self.close()
+
+  def close(self) -> None:
+    """Checkpoints once more (if it checkpoints at all), then stops; once.
+    """
+    if self._closing.is_set():
+      return
+    self._closing.set()
+    if self._checkpoints:
+      self._checkpoints.join()
+      self._checkpoint()
+    logging.info('Stopping the Reverb server.')
+    self._server.stop()
+
+  def _checkpoint_on_schedule(self, interval_s: float) -> None:
+    while not self._closing.wait(interval_s):
+      self._checkpoint()
+
+  def _checkpoint(self) -> None:
     start = time.monotonic()
-    items = replay_size(client)
-    path = client.checkpoint()
-    logging.info('Checkpointed about %d replay items to %s in %.2f s.', items,
-                 path, time.monotonic() - start)
-    run_directory.write_status(root_dir, run_directory.SERVER_ROLE,
-                               port=server.port,
-                               restored_items=restored_items,
-                               last_checkpoint_items=items,
-                               last_checkpoint=path)
+    items = replay_size(self._client)
+    path = self._client.checkpoint()
+    logging.info('Checkpointed about %d replay items to %s in %.2f s.',
+                 items, path, time.monotonic() - start)
+    self._write_status(last_checkpoint_items=items, last_checkpoint=path)
 
-  run_directory.write_status(root_dir, run_directory.SERVER_ROLE,
-                             port=server.port,
-                             restored_items=restored_items)
-  while not stop.wait(checkpoint_interval_s):
-    checkpoint()
-  checkpoint()
-  logging.info('Stopping the Reverb server.')
-  server.stop()
+  def _write_status(self, **checkpoint) -> None:
+    run_directory.write_status(self._root_dir, run_directory.SERVER_ROLE,
+                               port=self._server.port,
+                               restored_items=self._restored_items,
+                               **checkpoint)

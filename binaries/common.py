@@ -37,6 +37,10 @@ def define_server_address_flag():
                       'host:port of the Reverb server.')
 
 
+def define_replay_port_flag(default: int, help_text: str):
+  flags.DEFINE_integer('replay_port', default, help_text)
+
+
 def define_energy_flags():
   flags.DEFINE_bool('track_energy', True, 'Measure the machine\'s energy '
                     'and CO2 emissions with codecarbon (offline) and record '

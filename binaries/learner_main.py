@@ -1,12 +1,19 @@
 """Trains the agent from replay and publishes its policy to the actors."""
+import contextlib
+
 from absl import flags
 
 from binaries import common
 from actorq_tf import PRECISIONS
 from actorq_tf import learner
 from actorq_tf import runtime
+from actorq_tf import server
 
 common.define_server_address_flag()
+common.define_replay_port_flag(
+    0, 'Host the run\'s Reverb server in this process, on this port of '
+    'every interface, and train from it without gRPC; 0 trains from the '
+    'server at --replay_server_address.')
 common.define_energy_flags()
 flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
                   'What the actors run; decides which models are exported.')
@@ -19,10 +26,19 @@ FLAGS = flags.FLAGS
 def main(_):
   common.parse_gin()
   stop = runtime.stop_on_signals()
-  learner.train(FLAGS.root_dir, FLAGS.replay_server_address,
-                actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
-                max_train_steps=FLAGS.max_train_steps,
-                stop=stop, energy_meter=common.energy_meter())
+  with contextlib.ExitStack() as hosted:
+    address, on_finish = FLAGS.replay_server_address, lambda: None
+    if FLAGS.replay_port:
+      # Closed when the learner finishes, also from its watchdog, which
+      # ends the process.
+      service = hosted.enter_context(
+          server.ReplayService(FLAGS.root_dir, FLAGS.replay_port))
+      address, on_finish = service.address, service.close
+    learner.train(FLAGS.root_dir, address,
+                  actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
+                  max_train_steps=FLAGS.max_train_steps,
+                  stop=stop, energy_meter=common.energy_meter(),
+                  on_finish=on_finish)
 
 
 def run():

@@ -1,4 +1,5 @@
-"""Trains on one machine: Reverb server, learner, evaluator and N actors.
+"""Trains on one machine: learner (hosting the Reverb server), evaluator and
+N actors.
 
   python -m binaries.local_main                      # int8 DQN on CartPole-v1
   python -m binaries.local_main --gin_file dqn_acrobot.gin --num_actors 2

@@ -5,14 +5,17 @@ from binaries import common
 from actorq_tf import runtime
 from actorq_tf import server
 
-flags.DEFINE_integer('port', 8008, 'Port the Reverb server listens on, on '
-                     'every interface: run it on a trusted network.')
+common.define_replay_port_flag(
+    8008, 'Port the Reverb server listens on, on every interface: run it on '
+    'a trusted network.')
 FLAGS = flags.FLAGS
 
 
 def main(_):
   common.parse_gin()
-  server.serve(FLAGS.root_dir, FLAGS.port, runtime.stop_on_signals())
+  stop = runtime.stop_on_signals()
+  with server.ReplayService(FLAGS.root_dir, FLAGS.replay_port):
+    stop.wait()
 
 
 def run():

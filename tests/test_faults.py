@@ -1,9 +1,10 @@
 """Fault injection with real processes and a real Reverb server.
 
-One launcher run (Reverb server, learner, evaluator and an actor as
-processes) loses its actor, then its Reverb server, then its learner; each
-time the run must go on from what was checkpointed. Then the run is
-interrupted and the same command resumes it. And an actor whose server never
+One launcher run (learner hosting the Reverb server, evaluator and an actor
+as processes) loses its actor, then its learner with the replay; each time
+the run must go on from what was checkpointed. Then the run is interrupted
+and the same command resumes it. A run whose Reverb server is a process of
+its own loses that server and goes on. And an actor whose server never
 comes back must give up in bounded time with a clear error.
 """
 import json
@@ -26,7 +27,7 @@ from helpers import wait_for
 TEST_GIN_ARGS = [arg for binding in TEST_BINDINGS
                  for arg in ('--gin_bindings', binding)]
 FAST_CHECKPOINTS = [
-    '--gin_bindings', 'serve.checkpoint_interval_s = 5.0',
+    '--gin_bindings', 'ReplayService.checkpoint_interval_s = 5.0',
     '--gin_bindings', 'train.checkpoint_interval = 200',
 ]
 
@@ -50,14 +51,37 @@ def _checkpointed_train_step(root_dir):
   return int(path.rsplit('-', 1)[1]) if path else 0
 
 
+def _wait_for_model_and_replay_checkpoint(root_dir):
+  wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
+           and _status(root_dir, 'reverb_server').get(
+               'last_checkpoint_items'), 240,
+           'a model in the actor and a replay checkpoint')
+
+
+def _goes_on(root_dir, actor, learner, what):
+  wait_for(lambda: _status(root_dir, 'actor_0')['env_steps'] >
+           actor['env_steps'] + 500 and _status(root_dir, 'learner')[
+               'train_step'] > learner['train_step'] + 200, 180, what)
+
+
+def _interrupt(launcher, root_dir):
+  """Ctrl-C: every role stops cleanly; returns the run's summary."""
+  launcher.send_signal(signal.SIGINT)
+  _, err = launcher.communicate(timeout=120)
+  assert launcher.returncode == 0, err[-3000:]
+  with open(os.path.join(root_dir, 'summary.json')) as f:
+    summary = json.load(f)
+  assert summary['status'] == 'interrupted (SIGINT)'
+  assert set(summary['exit_codes'].values()) == {0}
+  return summary
+
+
 def test_a_run_survives_killed_roles_and_resumes(tmp_path):
+  # The default layout: the learner's process hosts the Reverb server.
   root_dir = str(tmp_path / 'run')
   with launcher_running(root_dir, '--max_env_steps', '0',
                         *FAST_CHECKPOINTS) as launcher:
-    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
-             and _status(root_dir, 'reverb_server').get(
-                 'last_checkpoint_items'), 240,
-             'a model in the actor and a replay checkpoint')
+    _wait_for_model_and_replay_checkpoint(root_dir)
 
     # The actor: restarted, it counts on from its last status and pulls a
     # valid model again.
@@ -67,44 +91,30 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
              + 500 and _status(root_dir, 'actor_0')['model_version'] > 0,
              180, 'the restarted actor to collect with a model')
 
-    # The Reverb server: restarted from its newest checkpoint; the learner
-    # and actor reconnect and go on.
-    wait_for(lambda: _status(root_dir, 'reverb_server').get(
-        'last_checkpoint_items', 0) > 0, 60, 'a replay checkpoint')
-    killed = _kill(root_dir, 'reverb_server')
-    actor, learner = _status(root_dir, 'actor_0'), _status(root_dir, 'learner')
-    env_steps, train_steps = actor['env_steps'], learner['train_step']
-    wait_for(lambda: _restarted(root_dir, 'reverb_server', killed['pid']),
-             120, 'the Reverb server to restart')
-    restored = _status(root_dir, 'reverb_server')['restored_items']
-    assert restored >= killed['last_checkpoint_items'] > 0
-    wait_for(lambda: _status(root_dir, 'actor_0')['env_steps'] > env_steps +
-             500 and _status(root_dir, 'learner')['train_step'] > train_steps
-             + 200, 180, 'env and train steps to go on after the restart')
-    # Both waited for the server rather than dying with it.
-    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
-    assert _status(root_dir, 'learner')['pid'] == learner['pid']
-
-    # The learner: restarted from its newest checkpoint, not from step 0.
+    # The learner, and the replay with it: restarted from their newest
+    # checkpoints, not from step 0 and an empty table; the actor waits for
+    # the server rather than die with it.
+    wait_for(lambda: _checkpointed_train_step(root_dir) > 0 and _status(
+        root_dir, 'reverb_server').get('last_checkpoint_items', 0) > 0, 60,
+             'a learner and a replay checkpoint')
     checkpointed_step = _checkpointed_train_step(root_dir)
-    assert checkpointed_step > 0
     killed = _kill(root_dir, 'learner')
+    replay = _status(root_dir, 'reverb_server')
+    assert replay['pid'] == killed['pid']
+    actor = _status(root_dir, 'actor_0')
     wait_for(lambda: _restarted(root_dir, 'learner', killed['pid']) and
              _status(root_dir, 'learner')['train_step'] >
              _status(root_dir, 'learner')['restored_train_step'] + 100, 180,
              'the restarted learner to train')
     assert (_status(root_dir, 'learner')['restored_train_step'] >=
             checkpointed_step)
-
-    launcher.send_signal(signal.SIGINT)
-    _, err = launcher.communicate(timeout=120)
-  assert launcher.returncode == 0, err[-3000:]
-  with open(os.path.join(root_dir, 'summary.json')) as f:
-    summary = json.load(f)
-  assert summary['status'] == 'interrupted (SIGINT)'
-  assert summary['role_restarts'] == {'reverb_server': 1, 'learner': 1,
-                                      'eval': 0, 'actor_0': 1}
-  assert set(summary['exit_codes'].values()) == {0}
+    assert (_status(root_dir, 'reverb_server')['restored_items'] >=
+            replay['last_checkpoint_items'] > 0)
+    _goes_on(root_dir, actor, _status(root_dir, 'learner'),
+             'env and train steps to go on after the restart')
+    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
+    summary = _interrupt(launcher, root_dir)
+  assert summary['role_restarts'] == {'learner': 1, 'eval': 0, 'actor_0': 1}
 
   # The same command resumes the interrupted run where its final
   # checkpoints left it.
@@ -130,6 +140,29 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
           final_replay_items > 0)
 
 
+def test_a_reverb_server_of_its_own_restarts_under_its_clients(tmp_path):
+  root_dir = str(tmp_path / 'run')
+  with launcher_running(root_dir, '--max_env_steps', '0',
+                        '--gin_bindings', 'run_local.replay_in_learner = False',
+                        *FAST_CHECKPOINTS) as launcher:
+    _wait_for_model_and_replay_checkpoint(root_dir)
+    killed = _kill(root_dir, 'reverb_server')
+    actor, learner = _status(root_dir, 'actor_0'), _status(root_dir, 'learner')
+    assert learner['pid'] != killed['pid']
+    wait_for(lambda: _restarted(root_dir, 'reverb_server', killed['pid']),
+             120, 'the Reverb server to restart')
+    restored = _status(root_dir, 'reverb_server')['restored_items']
+    assert restored >= killed['last_checkpoint_items'] > 0
+    _goes_on(root_dir, actor, learner,
+             'env and train steps to go on after the restart')
+    # Both waited for the server rather than dying with it.
+    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
+    assert _status(root_dir, 'learner')['pid'] == learner['pid']
+    summary = _interrupt(launcher, root_dir)
+  assert summary['role_restarts'] == {'reverb_server': 1, 'learner': 0,
+                                      'eval': 0, 'actor_0': 0}
+
+
 def _start(module, stderr_path, *args):
   # stderr goes to a file: an unread pipe fills and blocks the process.
   with open(stderr_path, 'w') as stderr:
@@ -143,7 +176,7 @@ def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
   port = str(portpicker.pick_unused_port())
   actor_stderr = tmp_path / 'actor_stderr.txt'
   server = _start('binaries.reverb_server_main', tmp_path / 'server_stderr.txt',
-                  '--port', port, *TEST_GIN_ARGS)
+                  '--replay_port', port, *TEST_GIN_ARGS)
   actor = None
   try:
     # The actor's own short server timeout is what this test measures; it

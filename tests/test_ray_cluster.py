@@ -84,7 +84,6 @@ def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
   launcher = subprocess.Popen(
       [sys.executable, '-m', 'binaries.ray_main', '--root_dir', root_dir,
        '--ray_address', cluster.address,
-       '--ray_resources', 'reverb_server:head_node=1',
        '--ray_resources', 'learner:head_node=1',
        '--ray_resources', 'eval:head_node=1',
        '--ray_resources', 'actor:actor_node=1',
@@ -125,12 +124,12 @@ def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
   assert summary['status'] == 'interrupted (SIGINT)'
   assert summary['ray_address'] == cluster.address
   nodes = summary['role_nodes']
-  assert nodes['actor_0']['node_id'] not in (nodes['reverb_server']['node_id'],
+  assert nodes['actor_0']['node_id'] not in (nodes['learner']['node_id'],
                                              lost_node.unique_id)
+  # The learner hosts the Reverb server.
   assert summary['replay_server_address'].startswith(
-      nodes['reverb_server']['node_ip'] + ':')
-  assert summary['role_restarts'] == {'reverb_server': 0, 'learner': 0,
-                                     'eval': 0, 'actor_0': 2}
+      nodes['learner']['node_ip'] + ':')
+  assert summary['role_restarts'] == {'learner': 0, 'eval': 0, 'actor_0': 2}
   assert summary['env_steps'] > lost['env_steps'] and summary['train_steps']
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
