@@ -1,9 +1,10 @@
 """Runs a whole ActorQ training: one process per role.
 
-Starts the Reverb server, the learner, the evaluator and N actors as
-processes of this machine (or of a cluster's nodes, see `placement`), each
-logging to `root_dir/logs/<role>.log`; prints progress,
-restarts a role that dies (the server and learner from their checkpoints),
+Starts the learner (which hosts the Reverb server unless it is a role of
+its own), the evaluator and N actors as processes of this machine (or of a
+cluster's nodes, see `placement`), each logging to
+`root_dir/logs/<role>.log`; prints progress, restarts a role that dies (the
+learner and server from their checkpoints),
 stops at the target return or a budget, shuts every role down in order, and
 writes `summary.json` last, so a run directory with a summary is finished.
 A run directory without a summary is resumed by the same command.
@@ -241,9 +242,10 @@ def run_local(settings: RunSettings,
     seen_results = len(roles_on.read_results())
     keeper.recall_best()
     _wait_for_role_server(server, address, interrupted)
-    log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb at '
-        f'{address} (in the {server.name} process), learner, evaluator and {settings.num_actors} '
-        f'{settings.actor_precision} actor(s) on {roles_on.describe()}')
+    log(f'{"Resuming" if resumed else "Run"} directory {root_dir}: Reverb '
+        f'at {address} (in the {server.name} process), learner, evaluator '
+        f'and {settings.num_actors} {settings.actor_precision} actor(s) on '
+        f'{roles_on.describe()}')
     status, seen_results = _monitor(
         settings, roles_on, roles, keeper, interrupted, clock, summary,
         seen_results,

@@ -76,8 +76,10 @@ def train(root_dir: str,
       after `stop`, a watchdog checkpoints and ends the process.
     energy_meter: if given (started), the machine's energy and emissions
       go to TensorBoard and the status file with the other figures.
-    on_finish: called last when the learner finishes, on every path: a
-      replay server hosted in this process checkpoints there.
+    on_finish: called after the final save when the learner's watchdog
+      finishes it (`stop_grace_s`), just before it ends the process: a
+      replay server hosted in this process checkpoints there. (When the
+      loop ends by itself, the caller goes on after `train` returns.)
   """
   tf.random.set_seed(seed)
   env = environments.load_environment()
@@ -169,14 +171,18 @@ def train(root_dir: str,
     final_figures = figures(int(train_step))
     writer.close()
     status_trigger.write(stopped=True, **final_figures)
-    on_finish()
     finished.set()
 
   stop = stop or threading.Event()
   watchdog = runtime.Watchdog(
       server_timeout_s, f'sampling replay from the Reverb server at '
       f'{server_address}')
-  runtime.finish_if_stuck(stop, finished, step_lock, finish, stop_grace_s)
+  def finish_from_watchdog():
+    finish()
+    on_finish()
+
+  runtime.finish_if_stuck(stop, finished, step_lock, finish_from_watchdog,
+                          stop_grace_s)
 
   dataset = replay.replay_dataset(
       agent.collect_data_spec, agent.train_sequence_length, server_address,

@@ -1,6 +1,6 @@
 """Where a run's roles run, and how the launcher sees them.
 
-The launcher starts each role (Reverb server, learner, evaluator, actors)
+The launcher starts each role (learner and Reverb server, evaluator, actors)
 through a placement and reads their figures back through it: status files,
 evaluation results and kept versions live on the machine of the role that
 wrote them. `Machine` runs every role as a process of this machine and reads

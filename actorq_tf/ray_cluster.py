@@ -3,16 +3,17 @@
 Each role runs as on one machine (the same binary, as a subprocess) inside
 a Ray actor, its host, that Ray places and restarts:
 
-  - the Reverb server on a node Ray chooses, pinned there so that a restart
-    finds its replay checkpoints and keeps its address (a run whose server
-    node is lost stops with the reason: its clients know only that
-    address);
-  - the learner with a GPU when the cluster has one;
+  - the learner, with a GPU when the cluster has one, and the Reverb
+    server in its process (or, with `run_local.replay_in_learner = False`,
+    in a role of its own) on a node Ray chooses, pinned there so that a
+    restart finds its checkpoints and keeps the server's address (a run
+    whose server node is lost stops with the reason: its clients know only
+    that address);
   - the evaluator;
   - the actors with one CPU each, spread over the nodes.
 
 A host whose process or node is lost is restarted by Ray and starts its role
-again (the server and learner from their checkpoints); the launcher counts
+again (the learner and server from their checkpoints); the launcher counts
 that as the role's restart and applies its usual give-up rules. Status,
 evaluation results and kept versions are read on the node that wrote them,
 through the role's host, so the launcher needs no filesystem shared with the
@@ -372,8 +373,9 @@ class RayCluster:
     except ray.exceptions.RayError as e:
       raise ActorQError(
           f'Ray found no node for the Reverb server (in {name}) within '
-          f'{PLACEMENT_TIMEOUT_S:g} s ({type(e).__name__}); it asks for {_readable(options)}, the '
-          f'cluster has {ray.cluster_resources()}') from e
+          f'{PLACEMENT_TIMEOUT_S:g} s ({type(e).__name__}); it asks for '
+          f'{_readable(options)}, the cluster has '
+          f'{ray.cluster_resources()}') from e
     options['scheduling_strategy'] = NodeAffinitySchedulingStrategy(
         node_id, soft=False)
     server = self._start(name, module, args + ['--replay_port', str(port)],

@@ -116,7 +116,8 @@ def exit_process(code: int) -> None:
   os._exit(code)  # pylint: disable=protected-access
 
 
-def _give_up(message: str, code: int) -> None:
+def give_up(message: str, code: int) -> None:
+  """Logs `message`, prints it as the role's error line, and exits."""
   logging.error(message)
   print(f'{os.path.basename(sys.argv[0])}: error: {message}',
         file=sys.stderr, flush=True)
@@ -149,7 +150,7 @@ class Watchdog:
     while not self._stopped.wait(self._check_interval_s):
       idle_s = time.monotonic() - self._last_beat
       if idle_s > self._give_up_s:
-        _give_up(f'no progress for {idle_s:.0f} s while {self._what}; '
+        give_up(f'no progress for {idle_s:.0f} s while {self._what}; '
                  'giving up', 1)
 
 
@@ -167,7 +168,7 @@ def finish_if_stuck(stop: threading.Event, finished: threading.Event,
     if finished.wait(grace_s):
       return
     if not step_lock.acquire(timeout=grace_s):
-      _give_up(f'still changing or reading its state {2 * grace_s:.0f} s '
+      give_up(f'still changing or reading its state {2 * grace_s:.0f} s '
                'after the stop; exiting without a final save', 1)
     try:
       if finished.is_set():

@@ -21,6 +21,7 @@ from actorq_tf import environments
 from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
+from actorq_tf import runtime
 
 
 def create_tables(env) -> list:
@@ -81,18 +82,23 @@ class ReplayService:
     checkpoint_dir = root_dir and os.path.join(
         root_dir, run_directory.REPLAY_CHECKPOINTS_DIR)
     self._server = start_server(port, checkpoint_dir)
-    self.address = f'localhost:{self._server.port}'
-    self._client = reverb.Client(self.address)
-    self._restored_items = replay_size(self._client)
-    logging.info('Reverb server listening on port %d (all interfaces); '
-                 'replay holds %d items.', self._server.port,
-                 self._restored_items)
+    self._close_lock = threading.Lock()
     self._closing = threading.Event()
     self._checkpoints = None
-    if checkpoint_dir is None:
-      logging.warning('No --root_dir: the tables are not checkpointed.')
-      return
-    self._write_status()
+    try:
+      self.address = f'localhost:{self._server.port}'
+      self._client = reverb.Client(self.address)
+      self._restored_items = replay_size(self._client)
+      logging.info('Reverb server listening on port %d (all interfaces); '
+                   'replay holds %d items.', self._server.port,
+                   self._restored_items)
+      if checkpoint_dir is None:
+        logging.warning('No --root_dir: the tables are not checkpointed.')
+        return
+      self._write_status()
+    except BaseException:
+      self._server.stop()
+      raise
     self._checkpoints = threading.Thread(
         target=self._checkpoint_on_schedule, args=(checkpoint_interval_s,),
         name='replay_checkpoints', daemon=True)
@@ -105,20 +111,30 @@ class ReplayService:
     self.close()
 
   def close(self) -> None:
-    """Checkpoints once more (if it checkpoints at all), then stops; once.
-    """
-    if self._closing.is_set():
-      return
-    self._closing.set()
-    if self._checkpoints:
-      self._checkpoints.join()
-      self._checkpoint()
-    logging.info('Stopping the Reverb server.')
-    self._server.stop()
+    """Checkpoints once more (if it checkpoints at all), then stops. Once:
+    a second caller waits until the first is done."""
+    with self._close_lock:
+      if self._closing.is_set():
+        return
+      self._closing.set()
+      try:
+        if self._checkpoints:
+          self._checkpoints.join()
+          self._checkpoint()
+      finally:
+        logging.info('Stopping the Reverb server.')
+        self._server.stop()
 
   def _checkpoint_on_schedule(self, interval_s: float) -> None:
     while not self._closing.wait(interval_s):
-      self._checkpoint()
+      try:
+        self._checkpoint()
+      except Exception as e:  # pylint: disable=broad-except
+        # As when the server was a process of its own: the process ends
+        # with the reason, and the launcher restarts it from the newest
+        # complete checkpoint.
+        runtime.give_up(f'could not checkpoint the replay into '
+                        f'{self._root_dir}: {e}', 1)
 
   def _checkpoint(self) -> None:
     start = time.monotonic()

@@ -429,8 +429,10 @@ def _stopping_rule(run: Dict) -> str:
 
 def _end_to_end_section(results: Dict) -> List[str]:
   lines = ['## 3. End to end: time, reward retention, energy and carbon', '',
-           'Each run is `local_main` as a user starts it: Reverb server, '
-           'learner, evaluator and one actor on this machine, the same '
+           'Each run is `local_main` as a user starts it: learner (hosting '
+           'the Reverb server in runs measured from 2026-12-05 12:00 on; '
+           'before, the server ran as a process of its own), evaluator and '
+           'one actor on this machine, the same '
            'config and rate limiter for every precision; seeds take turns '
            'over the precisions. Time to target counts from the launch '
            '(process start-up included) to the evaluation that meets the '
@@ -453,8 +455,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'fixed checkpoints instead. Energy and CO2 are '
            'the whole machine\'s over the run, measured with codecarbon '
            f'offline for the grid of {results.get("energy_country", "?")}.'
-           ' On a machine with few cores the learner, evaluator, server and '
-           'actor share them: time to target is then bound by the learner\'s '
+           ' On a machine with few cores the learner, evaluator and actor '
+           'share them: time to target is then bound by the learner\'s '
            'train steps/s, and an actor\'s precision counts through the CPU '
            'time it leaves the learner.',
            '', f'![eval return vs wall time]({RETURN_PLOT})', '']

@@ -29,8 +29,8 @@ def main(_):
   with contextlib.ExitStack() as hosted:
     address, on_finish = FLAGS.replay_server_address, lambda: None
     if FLAGS.replay_port:
-      # Closed when the learner finishes, also from its watchdog, which
-      # ends the process.
+      # Closed after `train` returns, or by the learner's watchdog before
+      # it ends the process.
       service = hosted.enter_context(
           server.ReplayService(FLAGS.root_dir, FLAGS.replay_port))
       address, on_finish = service.address, service.close

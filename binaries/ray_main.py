@@ -3,8 +3,8 @@
   python -m binaries.ray_main                        # a new local Ray cluster
   python -m binaries.ray_main --ray_address auto --num_actors 16
 
-The Reverb server goes to a node Ray chooses, the learner to a GPU when the
-cluster has one, the actors (one CPU each) spread over the nodes. Ray
+The learner, with the Reverb server in its process, goes to a node Ray
+chooses (with a GPU when the cluster has one), the actors (one CPU each) spread over the nodes. Ray
 restarts a role whose process or node is lost; see actorq_tf/ray_cluster.py
 for what must be shared between nodes.
 """

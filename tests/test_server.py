@@ -1,5 +1,10 @@
-"""Replay checkpoints: what a restarted server restores, and that the
-restored rate limiter lets the learner sample at once."""
+"""Replay checkpoints: what a restarted server restores, that the restored
+rate limiter lets the learner sample at once, and when a replay service
+checkpoints."""
+import threading
+
+import portpicker
+import pytest
 import reverb
 import tensorflow as tf
 
@@ -7,9 +12,13 @@ from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import dqn
 from actorq_tf import environments
+from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import run_directory
 from actorq_tf import server
+from actorq_tf.errors import ActorQError
 from helpers import publish_policy
+from helpers import wait_for
 
 
 def _dataset(address, batch_size):
@@ -47,3 +56,34 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   batches = list(_dataset(address, 32).take(5))
   assert len(batches) == 5
   second.stop()
+
+
+def test_a_replay_service_checkpoints_on_schedule_and_once_at_close(
+    cartpole_gin, tmp_path):  # pylint: disable=unused-argument
+  root_dir = str(tmp_path)
+  service = server.ReplayService(root_dir, portpicker.pick_unused_port(),
+                                 checkpoint_interval_s=1.0)
+  actor.run_actor(str(tmp_path / 'actor_1'), service.address,
+                  max_env_steps=200)
+  wait_for(lambda: (run_directory.read_status(root_dir, 'reverb_server') or
+                    {}).get('last_checkpoint_items', 0) > 150, 30,
+           'a scheduled replay checkpoint')
+  actor.run_actor(str(tmp_path / 'actor_2'), service.address,
+                  max_env_steps=200)
+  items = server.replay_size(reverb.Client(service.address))
+  # Two callers at once (the learner's watchdog and its main thread): one
+  # checkpoints and stops the server, the other returns once that is done.
+  closers = [threading.Thread(target=service.close) for _ in range(2)]
+  for closer in closers:
+    closer.start()
+  for closer in closers:
+    closer.join(timeout=60)
+  assert (run_directory.read_status(root_dir, 'reverb_server')[
+      'last_checkpoint_items'] == items > 300)
+  with pytest.raises(ActorQError):
+    model_channel.wait_for_server(service.address, timeout_s=1)
+  service.close()
+
+  restarted = server.ReplayService(root_dir, portpicker.pick_unused_port())
+  assert server.replay_size(reverb.Client(restarted.address)) == items
+  restarted.close()
