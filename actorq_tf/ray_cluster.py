@@ -301,6 +301,27 @@ def parse_resources(specs: Sequence[str]) -> Dict[str, Dict[str, float]]:
   return resources
 
 
+def role_options(name: str, resources: Mapping[str, Mapping[str, float]],
+                 has_gpu: bool, hosts_server: bool = False) -> Dict:
+  """Ray options of a role's host. A role that hosts the Reverb server (the
+  learner, by default) also asks for the server's resources, so that
+  `reverb_server:...` places the server wherever it runs."""
+  kind = role_kind(name)
+  wanted = dict(resources.get(kind, {}))
+  if hosts_server:
+    # One process: a resource both name is needed once.
+    for resource, amount in resources.get(run_directory.SERVER_ROLE,
+                                          {}).items():
+      wanted[resource] = max(amount, wanted.get(resource, 0.0))
+  options = {'num_cpus': 1, 'max_restarts': -1, 'max_task_retries': 0,
+             'resources': wanted}
+  if kind == run_directory.LEARNER_ROLE and has_gpu:
+    options['num_gpus'] = 1
+  if kind == 'actor':
+    options['scheduling_strategy'] = 'SPREAD'
+  return options
+
+
 class RayCluster:
   """A placement (see `placement`) on a Ray cluster: a new local one
   (address None) or a running one ('auto', or its address)."""
@@ -342,15 +363,8 @@ class RayCluster:
             f'{os.path.join(self.root_dir, run_directory.LOGS_DIR)} on each '
             'role\'s node)')
 
-  def _options(self, name: str) -> Dict:
-    kind = role_kind(name)
-    options = {'num_cpus': 1, 'max_restarts': -1, 'max_task_retries': 0,
-               'resources': dict(self._resources.get(kind, {}))}
-    if kind == run_directory.LEARNER_ROLE and self._has_gpu:
-      options['num_gpus'] = 1
-    if kind == 'actor':
-      options['scheduling_strategy'] = 'SPREAD'
-    return options
+  def _options(self, name: str, hosts_server: bool = False) -> Dict:
+    return role_options(name, self._resources, self._has_gpu, hosts_server)
 
   def _start(self, name: str, module: str, args: List[str],
              options: Dict) -> RayRole:
@@ -363,7 +377,7 @@ class RayCluster:
 
   def start_server(self, name: str, module: str,
                    args: List[str]) -> Tuple[RayRole, str]:
-    options = self._options(name)
+    options = self._options(name, hosts_server=True)
     probe = ray.remote(_node_and_free_port).options(
         num_cpus=options['num_cpus'], num_gpus=options.get('num_gpus', 0),
         resources=options['resources'])

@@ -28,6 +28,20 @@ def test_resources_per_role_kind():
       ray_cluster.parse_resources([bad])
 
 
+def test_the_role_that_hosts_the_server_takes_its_resources():
+  resources = {'reverb_server': {'replay_node': 1.0, 'big': 0.5},
+               'learner': {'big': 1.0}, 'actor': {'cpu_node': 1.0}}
+  hosting = ray_cluster.role_options('learner', resources, has_gpu=True,
+                                     hosts_server=True)
+  assert hosting['resources'] == {'replay_node': 1.0, 'big': 1.0}
+  assert hosting['num_gpus'] == 1
+  assert ray_cluster.role_options('learner', resources, has_gpu=False)[
+      'resources'] == {'big': 1.0}
+  actor = ray_cluster.role_options('actor_3', resources, has_gpu=True)
+  assert actor['resources'] == {'cpu_node': 1.0}
+  assert 'num_gpus' not in actor and actor['scheduling_strategy'] == 'SPREAD'
+
+
 @pytest.fixture
 def cluster():
   """A head node that alone offers `head_node` (for the server, learner and
