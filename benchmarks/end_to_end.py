@@ -16,7 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from actorq_tf import run_directory
 
@@ -98,13 +98,15 @@ def figures_of(root_dir: str, summary: Dict) -> Dict:
   return figures
 
 
-def post_target_share(run: Dict, hold_return: float) -> Optional[float]:
-  """Share of the evaluations after the target whose return (the run's
-  metric) is at least `hold_return`; None without any."""
+def post_target_held(run: Dict,
+                     hold_return: float) -> Optional[Tuple[int, int]]:
+  """Of the evaluations after the target, how many returned (the run's
+  metric) at least `hold_return`, and how many there were; None without
+  any."""
   returns = [r for _, r in run.get('post_target_returns') or []]
   if not returns:
     return None
-  return sum(r >= hold_return for r in returns) / len(returns)
+  return sum(r >= hold_return for r in returns), len(returns)
 
 
 def run_experiment(work_dir: str, gin_file: str, seeds: Sequence[int],

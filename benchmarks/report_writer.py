@@ -16,7 +16,7 @@ from actorq_tf.evaluation import retention
 from benchmarks import goals as G
 from benchmarks.end_to_end import ROWS
 from benchmarks.end_to_end import STOCK
-from benchmarks.end_to_end import post_target_share
+from benchmarks.end_to_end import post_target_held
 
 matplotlib.use('Agg')  # Files only; no display on a benchmark machine.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -104,6 +104,13 @@ def _fmt(value, spec: str = '.2f', none: str = 'n/a') -> str:
   return format(value, spec)
 
 
+def _fmt_held(held: Optional[Sequence[int]]) -> str:
+  if held is None:
+    return 'n/a'
+  kept, evaluations = held
+  return f'{kept / evaluations:.2f} ({kept}/{evaluations})'
+
+
 def _met(value: Optional[float], goal: float, at_most: bool) -> str:
   if value is None:
     return 'not measured'
@@ -159,10 +166,11 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
             r.get('replay_samples_per_insert_after_warmup') for r in runs]),
         'failed': [r['seed'] for r in runs if r['status'] == 'failed'],
         'energy_method': runs[0]['energy_method'],
-        # Per seed, the share of evaluations after the target at or above
-        # hold_return (None: no target or no evaluation after it).
+        # Per seed, the evaluations after the target at or above
+        # hold_return and all of them (None: no target or no evaluation
+        # after it). A target late in the budget leaves fewer.
         'held_after_target': [
-            post_target_share(r, hold_return) if hold_return is not None
+            post_target_held(r, hold_return) if hold_return is not None
             else None for r in runs],
     }
   return table
@@ -250,7 +258,8 @@ def _goals(results: Dict) -> List[Sequence]:
     if STOCK in table:
       goals += _stock_goals(table, label, budget)
     if experiment.get('hold_return') is not None and 'int8' in table:
-      held = [h for h in table['int8']['held_after_target'] if h is not None]
+      held = [kept / evaluations for kept, evaluations
+              in filter(None, table['int8']['held_after_target'])]
       share = min(held) if held else None
       goals.append([
           f'int8 runs: share of evaluations in the '
@@ -442,8 +451,10 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'experiment says its own), of the int8 '
            'model for int8 actors, of the fp32 network for tf and fp32 '
            'actors. Where the experiment says so, each run then trains on '
-           'for a fixed time, and *held after target* is the share of its '
-           'later evaluations at or above the hold return. Medians over seeds; a run that missed its target within '
+           'for a fixed time, within its budget, and *held after target* is '
+           'the share of its later evaluations at or above the hold return '
+           '(with their count: a target late in the budget leaves fewer). '
+           'Medians over seeds; a run that missed its target within '
            'the budget counts as slower than any that made it. *Retention*: '
            'greedy return of the int8 model over that of the fp32 network '
            'of the same version, same seeds (fp32 / int8 when both are '
@@ -492,7 +503,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
           _fmt(t['energy_kwh'], '.5f'),
           '{:.2f}-{:.2f}'.format(*t['replay_ratio_range'])
           if t['replay_ratio_range'] else 'n/a',
-          ', '.join(_fmt(h, '.2f') for h in t['held_after_target'])
+          ', '.join(_fmt_held(h) for h in t['held_after_target'])
           if any(h is not None for h in t['held_after_target']) else 'n/a']
          for p, t in table.items()]))
     lines.append('')
