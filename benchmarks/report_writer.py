@@ -529,7 +529,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
           f'- `{STOCK}`: TF-Agents\' single-process DQN (its DQN example\'s '
           'loop: one process, fp32 TF collect policy, local Reverb), with '
           'this config\'s network size, DQN settings, batch, train steps '
-          'per env step, replay warm-up and epsilon schedule, on the same '
+          'per env step, replay warm-up and exploration, on the same '
           'seeds, evaluation episodes and stopping rule '
           '(`benchmarks.stock_dqn`). It measures no energy, and it '
           'samples in step with its env loop, with no rate limiter: its '
