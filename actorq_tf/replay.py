@@ -24,6 +24,9 @@ from actorq_tf.errors import SERVER_ERRORS
 
 REPLAY_TABLE = 'replay'
 RECENT_OBSERVATIONS_TABLE = 'recent_observations'
+# The priority of replay items that end an episode; the others have 1. It
+# only decides what a `keep_episode_ends` table removes: sampling is uniform.
+EPISODE_END_PRIORITY = 2.0
 
 
 @gin.configurable
@@ -31,7 +34,8 @@ def replay_table(collect_data_spec, sequence_length: int,
                  capacity: int = 100_000,
                  samples_per_insert: float = 32.0,
                  min_size_to_sample: int = 1_000,
-                 samples_per_insert_tolerance: float = 0.1) -> reverb.Table:
+                 samples_per_insert_tolerance: float = 0.1,
+                 keep_episode_ends: bool = False) -> reverb.Table:
   """Uniform replay whose rate limiter fixes samples per insert.
 
   With a fixed ratio a run learns the same per env step whatever the actors'
@@ -41,6 +45,12 @@ def replay_table(collect_data_spec, sequence_length: int,
     collect_data_spec: the agent's trajectory spec (one step).
     sequence_length: steps per item (n-step update + 1).
     capacity: items kept; the oldest are removed first.
+    keep_episode_ends: remove the items that end an episode (by termination
+      or time limit; `ExperienceWriter` gives them a higher priority) only
+      once no other item is left. As a policy improves its episodes grow
+      long, and with first-in first-out removal its terminations grow rare
+      in the table: a CartPole-v1 network that balances then forgets that
+      the cart may leave the track. Sampling stays uniform.
     samples_per_insert: sampled items per inserted item; with batch B the
       learner makes samples_per_insert / B train steps per env step.
     min_size_to_sample: items needed before the first sample.
@@ -58,7 +68,9 @@ def replay_table(collect_data_spec, sequence_length: int,
   return reverb.Table(
       name=REPLAY_TABLE,
       sampler=reverb.selectors.Uniform(),
-      remover=reverb.selectors.Fifo(),
+      # A min-heap removes the oldest of the lowest priority first.
+      remover=(reverb.selectors.MinHeap() if keep_episode_ends
+               else reverb.selectors.Fifo()),
       max_size=capacity,
       max_times_sampled=0,
       rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
@@ -253,17 +265,29 @@ class ExperienceWriter:
   def _create_writer(self, trajectory: trajectory_lib.Trajectory):
     reference = structured_writer.create_reference_step(
         tree.map_structure(lambda _: None, trajectory))
-    newest_steps = structured_writer.create_config(
-        tree.map_structure(lambda column: column[-self._sequence_length:],
-                           reference),
-        REPLAY_TABLE,
-        conditions=[structured_writer.Condition.step_index() >=
-                    self._sequence_length - 1])
+    window = tree.map_structure(
+        lambda column: column[-self._sequence_length:], reference)
+    full_window = (structured_writer.Condition.step_index() >=
+                   self._sequence_length - 1)
+    newest_step_type = structured_writer.Condition.data(
+        tree.map_structure(lambda _: None, trajectory)).step_type
+    # Items whose newest step is an episode's boundary hold its end.
+    window_configs = [
+        structured_writer.create_config(
+            window, REPLAY_TABLE,
+            conditions=[full_window, newest_step_type != StepType.LAST]),
+        structured_writer.create_config(
+            window, REPLAY_TABLE,
+            conditions=[full_window, newest_step_type == StepType.LAST],
+            priority=structured_writer.constant_priority_fn(
+                EPISODE_END_PRIORITY)),
+    ]
     newest_observation = structured_writer.create_config(
         reference.observation[-1], RECENT_OBSERVATIONS_TABLE,
         conditions=[structured_writer.Condition.steps_since_applied() >=
                     self._recent_observation_interval])
-    return self._client.structured_writer([newest_steps, newest_observation])
+    return self._client.structured_writer(
+        window_configs + [newest_observation])
 
   def write(self, trajectory: trajectory_lib.Trajectory) -> None:
     if self._writer is None:

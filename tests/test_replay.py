@@ -18,7 +18,7 @@ def _step(index, step_type=StepType.MID):
       discount=np.float32(1.0))
 
 
-def _server(recent_capacity, sequence_length=2):
+def _server(recent_capacity, sequence_length=2, **replay_table_settings):
   step_spec = _step(0)
   collect_data_spec = tf.nest.map_structure(
       lambda x: tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype)),
@@ -26,7 +26,8 @@ def _server(recent_capacity, sequence_length=2):
   tables = [
       replay.replay_table(collect_data_spec, sequence_length=sequence_length,
                           min_size_to_sample=1,
-                          samples_per_insert_tolerance=1000.0),
+                          samples_per_insert_tolerance=1000.0,
+                          **replay_table_settings),
       replay.recent_observations_table(
           tensor_spec.TensorSpec([3], tf.float32), capacity=recent_capacity)]
   return reverb.Server(tables, port=None)
@@ -66,10 +67,10 @@ def test_calibration_sees_only_observations_sent_since_the_last_export():
   server.stop()
 
 
-def _episode(length):
-  return ([_step(0, StepType.FIRST)] +
-          [_step(index) for index in range(1, length)] +
-          [_step(length, StepType.LAST)])  # the boundary, LAST -> FIRST
+def _episode(length, first_index=0):
+  return ([_step(first_index, StepType.FIRST)] +
+          [_step(first_index + index) for index in range(1, length)] +
+          [_step(first_index + length, StepType.LAST)])  # LAST -> FIRST
 
 
 def _replay_items(client, sequence_length, pad_episode_ends):
@@ -93,4 +94,25 @@ def test_padded_episode_ends_give_every_step_a_window():
           int(sample[0].data[1][0]) for sample in
           client.sample(replay.REPLAY_TABLE, num_samples=200))
       assert set(starts) == set(range(6))
+    server.stop()
+
+
+def test_a_table_that_keeps_episode_ends_removes_the_other_items_first():
+  # Windows of 2: an episode of 3 transitions gives 3 items, the last of
+  # them (its newest step the boundary) the episode's end.
+  for keep_episode_ends, expected_newest_steps in (
+      (False, {201, 202, 203, 301, 302, 303}),  # first in, first out
+      (True, {103, 202, 203, 301, 302, 303})):
+    server = _server(recent_capacity=8, capacity=6,
+                     keep_episode_ends=keep_episode_ends)
+    client = reverb.Client(f'localhost:{server.port}')
+    writer = replay.ExperienceWriter(client, sequence_length=2)
+    for episode in range(1, 4):
+      for step in _episode(3, first_index=100 * episode):
+        writer.write(step)
+    writer.close()
+    newest_steps = {
+        int(sample[-1].data[1][0]) for sample in
+        client.sample(replay.REPLAY_TABLE, num_samples=300)}
+    assert newest_steps == expected_newest_steps
     server.stop()
