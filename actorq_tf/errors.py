@@ -18,10 +18,15 @@ class ActorQError(Exception):
 
 def __getattr__(name: str):
   # SERVER_ERRORS: what Reverb calls raise when the server does not answer
-  # in time. Reverb (and TensorFlow with it) is imported only when they are
-  # asked for: processes that host roles on a Ray cluster import this
-  # module and need neither.
+  # in time or goes away during the call: the Python client's errors, and
+  # those of Reverb's TensorFlow ops (ReverbVariableContainer's push raises
+  # InternalError when the server dies under it). Reverb (and TensorFlow
+  # with it) is imported only when they are asked for: processes that host
+  # roles on a Ray cluster import this module and need neither.
   if name == 'SERVER_ERRORS':
     import reverb  # pylint: disable=g-import-not-at-top
-    return (reverb.errors.DeadlineExceededError, RuntimeError)
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return (reverb.errors.DeadlineExceededError, RuntimeError,
+            tf.errors.DeadlineExceededError, tf.errors.UnavailableError,
+            tf.errors.InternalError)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

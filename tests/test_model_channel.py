@@ -4,9 +4,11 @@ import time
 
 import numpy as np
 import pytest
+import reverb
 
 from actorq_tf import model_channel
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.normalization import ObservationNormalizer
 
 
@@ -73,3 +75,17 @@ def test_unreachable_server_is_a_clear_error_within_the_timeout():
   with pytest.raises(ActorQError, match='localhost:1 within'):
     model_channel.wait_for_server('localhost:1', timeout_s=2)
   assert time.monotonic() - start < 15
+
+
+def test_a_server_gone_under_a_variables_push_is_a_server_error():
+  # The learner's exports go on past what SERVER_ERRORS holds; anything
+  # else ends the learner.
+  weights = [np.zeros((4, 2), np.float32)]
+  server = reverb.Server([model_channel.variables_table(
+      model_channel.policy_variables(weights, np.int64(0)))], port=None)
+  publisher = model_channel.ModelPublisher(
+      model_channel.wait_for_server(f'localhost:{server.port}', 10))
+  publisher.publish_variables(weights, 1)
+  server.stop()
+  with pytest.raises(SERVER_ERRORS):
+    publisher.publish_variables(weights, 2)
