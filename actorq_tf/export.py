@@ -547,7 +547,8 @@ class PolicyExporter:
   conversion never stalls training.
 
   Args:
-    policy_network: the learner's policy network; only its weights are read.
+    policy_network: the learner's policy network; its structure is
+      exported, with the weights of `weights_source`.
     outputs: `QValueOutputs` or `ActionOutputs`, from the builder.
     precisions: TFLite precisions to export at each version.
     publish: called with each ExportResult that passes its check.
@@ -556,6 +557,9 @@ class PolicyExporter:
       `equalize_layers`). With Q-value outputs clipped at the median it gave
       the best agreement on all four trained checkpoints measured
       (`benchmarks.q_fidelity`: CartPole v17000 0.535 before -> 0.896).
+    weights_source: what gives the weights to export, in `get_weights`
+      order: the policy network's own by default, or the learner's
+      `PolicyAverage`.
   """
 
   def __init__(self, policy_network: network_lib.Network, outputs,
@@ -563,7 +567,9 @@ class PolicyExporter:
                publish: Callable[[Sequence[ExportResult], Sequence[np.ndarray]],
                                  None],
                model_dir: str,
-               equalize: bool = True):
+               equalize: bool = True,
+               weights_source: Optional[
+                   Callable[[], Sequence[np.ndarray]]] = None):
     self._quantization_aware = isinstance(
         policy_network, networks.QuantizationAwareQNetwork)
     if self._quantization_aware and tuple(precisions) != ('int8',):
@@ -575,7 +581,7 @@ class PolicyExporter:
       # Before any training: the size follows from the parameter count.
       model_channel.check_model_size(
           precision, _STORAGE[precision][0] * policy_network.count_params())
-    self._policy_network = policy_network
+    self._weights_source = weights_source or policy_network.get_weights
     self._snapshot_network = policy_network.copy(name='ExportSnapshot')
     self._snapshot_network.create_variables(policy_network.input_tensor_spec)
     self.outputs = outputs
@@ -610,7 +616,7 @@ class PolicyExporter:
     self.raise_error()
     if self.busy:
       return False
-    weights = self._policy_network.get_weights()  # Copies: training goes on.
+    weights = self._weights_source()  # Copies: training goes on.
     self._thread = threading.Thread(
         target=self._export_guarded,
         args=(version, weights, np.array(calibration_observations),
@@ -624,7 +630,7 @@ class PolicyExporter:
             ) -> Sequence[ExportResult]:
     """Exports synchronously; used at shutdown and in tests."""
     self.wait()
-    self._export(version, self._policy_network.get_weights(),
+    self._export(version, self._weights_source(),
                  np.array(calibration_observations), extreme_observations)
     return self.results
 

@@ -43,6 +43,7 @@ def train(root_dir: str,
           summary_interval: int = 100,
           num_calibration_observations: int = 256,
           calibration_extremes_window: int = 10,
+          policy_average_decay: float = 0.0,
           server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0,
@@ -69,6 +70,10 @@ def train(root_dir: str,
     calibration_extremes_window: int8 ranges cover, besides those, the
       observations at each feature's extremes over the calibration sets of
       this many exports (see export.ObservationExtremes).
+    policy_average_decay: above 0, what the actors, the evaluator and the
+      kept models get is not the newest weights but their exponential
+      moving average with this decay, updated at every train step (see
+      `PolicyAverage`); 0 exports the newest weights.
     server_timeout_s: how long the Reverb server may not answer before the
       learner gives up (it waits, and goes on, if the server comes back).
     stop: set (by SIGTERM in the binary) to checkpoint and return.
@@ -93,10 +98,16 @@ def train(root_dir: str,
         f'its builder says {algorithm.sequence_length()}: bind the n-step '
         'setting without a scope')
 
+  if not 0 <= policy_average_decay < 1:
+    raise ActorQError(f'policy_average_decay must lie in [0, 1), not '
+                      f'{policy_average_decay}')
   client = model_channel.wait_for_server(server_address, server_timeout_s)
+  policy_average = (PolicyAverage(policy_network, policy_average_decay)
+                    if policy_average_decay else None)
   checkpointer = common.Checkpointer(
       os.path.join(root_dir, run_directory.CHECKPOINTS_DIR), max_to_keep=3,
-      agent=agent, train_step=train_step)
+      agent=agent, train_step=train_step,
+      **({'policy_average': policy_average} if policy_average else {}))
   checkpointer.initialize_or_restore()
   restored_train_step = int(train_step)
   if restored_train_step:
@@ -136,7 +147,10 @@ def train(root_dir: str,
                                    algorithm.model_outputs(env),
                                    export_precisions, publish,
                                    os.path.join(root_dir,
-                                                run_directory.MODELS_DIR))
+                                                run_directory.MODELS_DIR),
+                                   weights_source=(
+                                       policy_average.get_weights
+                                       if policy_average else None))
   step_lock = threading.Lock()  # Held while the weights change or are read.
   export_trigger = ExportTrigger(
       exporter, replay.RecentObservations(
@@ -214,6 +228,8 @@ def train(root_dir: str,
         continue
       with step_lock:
         loss = train_fn(experience).loss
+        if policy_average:
+          policy_average.update()
       step = int(train_step)
       for trigger in triggers:
         trigger(step, loss)
@@ -226,6 +242,41 @@ def train(root_dir: str,
   del iterator
   runtime.release_off_thread(holder)
   return step
+
+
+class PolicyAverage(tf.Module):
+  """An exponential moving average of a policy network's weights.
+
+  DQN's greedy policy can change on a third of the states it visits from
+  one version to the next while its values barely move; an average over
+  the last 1 / (1 - decay) train steps changes slowly. The first update
+  (of a run, or of a resumed run whose checkpoints had no average) copies
+  the network. Checkpointed with the agent.
+  """
+
+  def __init__(self, policy_network, decay: float):
+    super().__init__(name='policy_average')
+    self._decay = decay
+    self._sources = list(policy_network.weights)  # `get_weights` order
+    self.averages = [tf.Variable(source, trainable=False)
+                     for source in self._sources]
+    self.started = tf.Variable(False)
+    self._update = tf.function(self._update_eagerly)
+
+  def _update_eagerly(self) -> None:
+    decay = tf.where(self.started, self._decay, 0.0)
+    for average, source in zip(self.averages, self._sources):
+      if source.dtype.is_floating:
+        average.assign(decay * average + (1 - decay) * source)
+      else:
+        average.assign(source)
+    self.started.assign(True)
+
+  def update(self) -> None:
+    self._update()
+
+  def get_weights(self):
+    return [average.numpy() for average in self.averages]
 
 
 class ExportTrigger:
@@ -345,7 +396,9 @@ class StatusTrigger:
 
 def restore_policy_network(root_dir: str, step: Optional[int] = None):
   """(env, policy network, train step) of a run's newest checkpoint, or of
-  the one at `step`; gin must hold the run's config (its `config.gin`)."""
+  the one at `step`; gin must hold the run's config (its `config.gin`).
+  The network has the weights the run exports: its `PolicyAverage`, if the
+  run kept one."""
   env = environments.load_environment()
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent, policy_network = agents.check_environment(env).create_agent(
@@ -357,8 +410,13 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
     raise ActorQError(f'no checkpoint {"" if step is None else step} in '
                       f'{directory}')
   # The objects TF-Agents' Checkpointer saves in the train loop.
-  tf.train.Checkpoint(agent=agent, train_step=train_step).restore(
-      path).assert_existing_objects_matched()
+  saved = {'agent': agent, 'train_step': train_step}
+  if any(name.startswith('policy_average/')
+         for name, _ in tf.train.list_variables(path)):
+    saved['policy_average'] = PolicyAverage(policy_network, decay=0.0)
+  tf.train.Checkpoint(**saved).restore(path).assert_existing_objects_matched()
+  if 'policy_average' in saved:
+    policy_network.set_weights(saved['policy_average'].get_weights())
   return env, policy_network, int(train_step)
 
 

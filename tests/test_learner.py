@@ -1,6 +1,7 @@
 """The learner in-process against a real Reverb server fed by an actor."""
 import os
 
+import numpy as np
 import reverb
 import tensorflow as tf
 
@@ -8,6 +9,7 @@ from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import energy
 from actorq_tf import environments
+from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf import model_channel
 from actorq_tf import run_directory
@@ -76,3 +78,53 @@ def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):
   slots = agent._optimizer.variables
   # iterations, then two moments per trainable variable.
   assert len(slots) == 1 + 2 * len(q_network.trainable_variables)
+
+
+def test_a_run_exports_and_restores_its_policy_average(reverb_server,
+                                                        tmp_path):
+  root_dir = str(tmp_path)
+  actor.run_actor(root_dir, reverb_server, max_env_steps=600)
+  learner.train(root_dir, reverb_server, max_train_steps=100,
+                export_interval=100, checkpoint_interval=100,
+                policy_average_decay=0.99)
+  kept = export.kept_network_weights(
+      os.path.join(root_dir, 'models', 'policy_int8'))
+  _, restored, step = learner.restore_policy_network(root_dir)
+  assert step == 100
+  for kept_weights, restored_weights in zip(kept, restored.get_weights()):
+    np.testing.assert_array_equal(kept_weights, restored_weights)
+  # The newest weights of the same checkpoint are another network.
+  env = environments.load_environment()
+  agent, newest = agents.builder().create_agent(
+      env, tf.Variable(0, dtype=tf.int64))
+  tf.train.Checkpoint(agent=agent).restore(
+      tf.train.latest_checkpoint(os.path.join(root_dir, 'checkpoints'))
+  ).expect_partial()
+  assert not all(np.allclose(a, b) for a, b in
+                 zip(newest.get_weights(), restored.get_weights()))
+
+
+def test_the_policy_average_starts_as_the_network_then_moves_by_its_decay(
+    cartpole_gin, tmp_path):
+  del cartpole_gin
+  env = environments.load_environment()
+  _, network = agents.builder().create_agent(env,
+                                             tf.Variable(0, dtype=tf.int64))
+  start = network.get_weights()
+  average = learner.PolicyAverage(network, decay=0.75)
+  network.set_weights([w + 4.0 for w in start])
+  average.update()  # the first update copies
+  for averaged, weights in zip(average.get_weights(), start):
+    np.testing.assert_allclose(averaged, weights + 4.0)
+  network.set_weights([w + 8.0 for w in start])
+  average.update()
+  for averaged, weights in zip(average.get_weights(), start):
+    np.testing.assert_allclose(averaged, weights + 5.0, atol=1e-5)
+  # A restored average goes on from where it was, without copying again.
+  saved = tf.train.Checkpoint(policy_average=average).save(
+      str(tmp_path / 'average'))
+  restored = learner.PolicyAverage(network, decay=0.75)
+  tf.train.Checkpoint(policy_average=restored).restore(saved)
+  restored.update()
+  for averaged, weights in zip(restored.get_weights(), start):
+    np.testing.assert_allclose(averaged, weights + 5.75, atol=1e-5)
