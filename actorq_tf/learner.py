@@ -107,7 +107,7 @@ def train(root_dir: str,
   checkpointer = common.Checkpointer(
       os.path.join(root_dir, run_directory.CHECKPOINTS_DIR), max_to_keep=3,
       agent=agent, train_step=train_step,
-      **({'policy_average': policy_average} if policy_average else {}))
+      **({_POLICY_AVERAGE_KEY: policy_average} if policy_average else {}))
   checkpointer.initialize_or_restore()
   restored_train_step = int(train_step)
   if restored_train_step:
@@ -244,6 +244,10 @@ def train(root_dir: str,
   return step
 
 
+# The checkpoint key of a run's `PolicyAverage`.
+_POLICY_AVERAGE_KEY = 'policy_average'
+
+
 class PolicyAverage(tf.Module):
   """An exponential moving average of a policy network's weights.
 
@@ -255,7 +259,7 @@ class PolicyAverage(tf.Module):
   """
 
   def __init__(self, policy_network, decay: float):
-    super().__init__(name='policy_average')
+    super().__init__(name=_POLICY_AVERAGE_KEY)
     self._decay = decay
     self._sources = list(policy_network.weights)  # `get_weights` order
     self.averages = [tf.Variable(source, trainable=False)
@@ -411,12 +415,12 @@ def restore_policy_network(root_dir: str, step: Optional[int] = None):
                       f'{directory}')
   # The objects TF-Agents' Checkpointer saves in the train loop.
   saved = {'agent': agent, 'train_step': train_step}
-  if any(name.startswith('policy_average/')
+  if any(name.startswith(_POLICY_AVERAGE_KEY + '/')
          for name, _ in tf.train.list_variables(path)):
-    saved['policy_average'] = PolicyAverage(policy_network, decay=0.0)
+    saved[_POLICY_AVERAGE_KEY] = PolicyAverage(policy_network, decay=0.0)
   tf.train.Checkpoint(**saved).restore(path).assert_existing_objects_matched()
-  if 'policy_average' in saved:
-    policy_network.set_weights(saved['policy_average'].get_weights())
+  if _POLICY_AVERAGE_KEY in saved:
+    policy_network.set_weights(saved[_POLICY_AVERAGE_KEY].get_weights())
   return env, policy_network, int(train_step)
 
 

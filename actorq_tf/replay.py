@@ -166,8 +166,7 @@ class RecentObservations:
     try:
       observations = [sample.data.numpy() for sample in dataset]
       self._client.reset(RECENT_OBSERVATIONS_TABLE)
-    except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
-            tf.errors.UnavailableError, tf.errors.CancelledError,
+    except (tf.errors.OutOfRangeError, tf.errors.CancelledError,
             *SERVER_ERRORS) as e:
       self.failure = f'reading the observations failed ({type(e).__name__})'
       return None
@@ -263,14 +262,13 @@ class ExperienceWriter:
     self.blocked_seconds = 0.0  # Time spent waiting on the rate limiter.
 
   def _create_writer(self, trajectory: trajectory_lib.Trajectory):
-    reference = structured_writer.create_reference_step(
-        tree.map_structure(lambda _: None, trajectory))
+    structure = tree.map_structure(lambda _: None, trajectory)
+    reference = structured_writer.create_reference_step(structure)
     window = tree.map_structure(
         lambda column: column[-self._sequence_length:], reference)
     full_window = (structured_writer.Condition.step_index() >=
                    self._sequence_length - 1)
-    newest_step_type = structured_writer.Condition.data(
-        tree.map_structure(lambda _: None, trajectory)).step_type
+    newest_step_type = structured_writer.Condition.data(structure).step_type
     # Items whose newest step is an episode's boundary hold its end.
     window_configs = [
         structured_writer.create_config(
