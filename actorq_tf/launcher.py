@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import gin
 
+from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import evaluation
 from actorq_tf import metrics
@@ -152,8 +153,8 @@ def run_local(settings: RunSettings,
 
   Args:
     settings: what to run and where.
-    target_return: mean greedy eval return (over the evaluator's episodes,
-      10 by default) that ends the run...
+    target_return: mean greedy eval return (over the evaluator's
+      `num_episodes`) that ends the run...
     target_evaluations_in_a_row: ... when this many evaluations in a row,
       each of a newer version, reach it (see evaluation.StoppingRule).
     max_refused_versions: the run fails when an actor has refused this many
@@ -173,8 +174,10 @@ def run_local(settings: RunSettings,
   """
   root_dir = settings.root_dir
   # Before anything is written: bad settings must leave no run directory.
-  rule = evaluation.StoppingRule(_target_metric(settings.actor_precision),
-                                 target_return, target_evaluations_in_a_row)
+  rule = evaluation.StoppingRule(
+      _target_metric(settings.actor_precision), target_return,
+      target_evaluations_in_a_row,
+      config.bound_parameter(evaluation.run_evaluator, 'num_episodes'))
   meter = (energy.EnergyMeter(settings.energy_country)
            if settings.energy_country else None)
   resumed = os.path.exists(

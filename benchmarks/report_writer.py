@@ -432,7 +432,10 @@ def _stopping_rule(run: Dict) -> str:
   if rule is None:
     return ('one evaluation at or above the target (these runs predate '
             '`run_local.target_evaluations_in_a_row`)')
-  return (f'mean greedy return at or above {rule["target_return"]:g} on '
+  # Runs before 2026-12-06 recorded no count: their evaluator's default.
+  episodes = rule.get('episodes_per_evaluation', 10)
+  return (f'mean greedy return of {episodes} episodes at or above '
+          f'{rule["target_return"]:g} on '
           f'{rule["evaluations_in_a_row"]} evaluation(s) in a row')
 
 
@@ -445,7 +448,8 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'config and rate limiter for every precision; seeds take turns '
            'over the precisions. Time to target counts from the launch '
            '(process start-up included) to the evaluation that meets the '
-           'stopping rule: the mean greedy return (10 episodes) at or above '
+           'stopping rule: the mean greedy return (of the evaluator\'s '
+           '`num_episodes`, each experiment says how many) at or above '
            'the target on evaluations of that many versions in a row '
            '(`run_local.target_evaluations_in_a_row`, two by default; each '
            'experiment says its own), of the int8 '
@@ -689,7 +693,7 @@ def _plot_returns(experiments: List[Dict], path: str) -> None:
                linestyle='--', linewidth=1, label='target')
     ax.set_title(experiment['label'])
     ax.set_xlabel('wall time since launch (s)')
-    ax.set_ylabel('greedy eval return (10 episodes)')
+    ax.set_ylabel('greedy eval return (mean of an evaluation)')
     ax.legend()
   figure.tight_layout()
   figure.savefig(path, dpi=100)

@@ -25,7 +25,7 @@ post-target returns and the stopping rule) and `eval/results.jsonl` in
 import json
 import os
 import time
-from typing import Dict, Optional
+from typing import Dict
 
 from absl import app
 from absl import flags
@@ -77,7 +77,6 @@ def train_to_target(root_dir: str, seed: int = 0,
                     max_env_steps: int = 300_000,
                     max_wall_time_s: float = 3600.0,
                     continue_after_target_s: float = 0.0,
-                    num_eval_episodes: Optional[int] = None,
                     log=print) -> Dict:
   """Trains until the stopping rule is met (and `continue_after_target_s`
   more) or a budget ends; returns the summary. gin holds the config."""
@@ -95,7 +94,7 @@ def train_to_target(root_dir: str, seed: int = 0,
                       f'{algorithm.name}')
   env.seed(seed)
   eval_envs = [environments.load_environment() for _ in range(
-      num_eval_episodes or bound(evaluation.run_evaluator, 'num_episodes'))]
+      bound(evaluation.run_evaluator, 'num_episodes'))]
   eval_seeds = [10**6 + seed * 1000 + i for i in range(len(eval_envs))]
 
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
@@ -158,7 +157,8 @@ def train_to_target(root_dir: str, seed: int = 0,
 
   rule = evaluation.StoppingRule(
       'return_fp32', target_return,
-      bound(launcher.run_local, 'target_evaluations_in_a_row'))
+      bound(launcher.run_local, 'target_evaluations_in_a_row'),
+      len(eval_envs))
   results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
   summary = {'precision': STOCK, 'seed': seed,

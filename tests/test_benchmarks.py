@@ -26,6 +26,7 @@ TINY_PLAN = report.Plan(
         'CartPole-v1, low target', 'dqn_cartpole.gin', 60,
         (TINY_NET, 'replay_table.min_size_to_sample = 200',
          'train.export_interval = 100', 'run_evaluator.min_interval_s = 1.0',
+         'run_evaluator.num_episodes = 5',
          # An untrained greedy policy scores about 9: the first evaluation
          # reaches the target, and one is enough here.
          'run_local.target_return = 9.0',
@@ -77,7 +78,7 @@ def test_the_report_holds_every_part(tiny_report):
   stock, runs = runs[0], runs[1:]
   assert stock['target_reached'] and stock['stopping_rule'] == {
       'metric': 'return_fp32', 'target_return': 9.0,
-      'evaluations_in_a_row': 1}
+      'evaluations_in_a_row': 1, 'episodes_per_evaluation': 5}
   assert 0 < stock['env_steps_to_target'] <= stock['env_steps']
   for run in runs:
     assert run['target_reached'], run
@@ -162,8 +163,8 @@ def test_experiments_not_measured_again_keep_their_figures(tiny_report,
   assert ('Stopping rule: one evaluation at or above the target (these runs '
           f'predate `run_local.target_evaluations_in_a_row`). Measured '
           f'{earlier}.') in text
-  assert ('Stopping rule: mean greedy return at or above 9 on 1 '
-          f'evaluation(s) in a row. Measured {measured["measured"]}.') in text
+  assert ('Stopping rule: mean greedy return of 5 episodes at or above 9 '
+          f'on 1 evaluation(s) in a row. Measured {measured["measured"]}.') in text
 
 
 def _run(precision, seed, seconds, int8_return, fp32_return, reached=True):

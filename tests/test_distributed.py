@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from actorq_tf import agents
+from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
@@ -98,7 +99,7 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
     assert not _alive(pid)
 
 
-def _play_on_the_evaluators_seeds(greedy_actions, episodes=10):
+def _play_on_the_evaluators_seeds(greedy_actions, episodes):
   envs = [environments.load_environment() for _ in range(episodes)]
   returns = evaluation.greedy_returns(
       envs, greedy_actions, [10**6 + i for i in range(episodes)])
@@ -115,6 +116,7 @@ def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
   with open(os.path.join(root_dir, 'summary.json')) as f:
     summary = json.load(f)
   assert summary['status'] == 'target_reached'
+  episodes = summary['stopping_rule'].pop('episodes_per_evaluation')
   assert summary['stopping_rule'] == {
       'metric': 'return_int8', 'target_return': 0.0,
       'evaluations_in_a_row': 2}
@@ -130,18 +132,20 @@ def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
   gin.clear_config()
   gin.parse_config_file(os.path.join(root_dir, 'config.gin'))
   try:
+    assert episodes == config.bound_parameter(evaluation.run_evaluator,
+                                              'num_episodes')
     model_bytes, normalizer, description = export.load_kept_model(
         summary['model_path'][:-len('.tflite')])
     assert description['version'] == target['version']
     model = TFLiteModel(model_bytes, normalizer)
     assert _play_on_the_evaluators_seeds(
-        model.greedy_actions) == target['return_int8']
+        model.greedy_actions, episodes) == target['return_int8']
     q_network = agents.builder().policy_network(environments.load_environment())
     tf.train.Checkpoint(policy_network=q_network).read(os.path.join(
         os.path.dirname(summary['model_path']),
         run_directory.KEPT_CHECKPOINT)).assert_existing_objects_matched()
     assert _play_on_the_evaluators_seeds(
-        lambda o: np.argmax(q_network(o)[0].numpy(), axis=-1)
+        lambda o: np.argmax(q_network(o)[0].numpy(), axis=-1), episodes
     ) == target['return_fp32']
   finally:
     gin.clear_config()
