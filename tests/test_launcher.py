@@ -97,7 +97,7 @@ def _evaluated(root_dir, version, return_int8):
 def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   root_dir = str(tmp_path)
   keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
-      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2),
+      root_dir, evaluation.StoppingRule('return_int8', 475.0, 2, 3),
       placement.Machine(root_dir), log=print)
   met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
          in ((1000, 20.0), (2000, 500.0), (3000, 30.0), (4000, 480.0),
