@@ -164,7 +164,8 @@ def test_experiments_not_measured_again_keep_their_figures(tiny_report,
           f'predate `run_local.target_evaluations_in_a_row`). Measured '
           f'{earlier}.') in text
   assert ('Stopping rule: mean greedy return of 5 episodes at or above 9 '
-          f'on 1 evaluation(s) in a row. Measured {measured["measured"]}.') in text
+          'on 1 evaluation(s) in a row. '
+          f'Measured {measured["measured"]}.') in text
 
 
 def _run(precision, seed, seconds, int8_return, fp32_return, reached=True):
