@@ -63,6 +63,7 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   import actorq_tf.learner  # noqa: F401
   import actorq_tf.networks  # noqa: F401
   import actorq_tf.replay  # noqa: F401
+  import actorq_tf.runtime  # noqa: F401
   import actorq_tf.server  # noqa: F401
   # pylint: enable=g-import-not-at-top,unused-import
   files = [resolve_gin_file(f) for f in gin_files]

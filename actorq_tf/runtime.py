@@ -29,6 +29,7 @@ import time
 from typing import Callable, List
 
 from absl import logging
+import gin
 
 
 _DUPLICATE_REGISTRATION = (
@@ -73,6 +74,21 @@ def import_tensorflow() -> None:
       except subprocess.TimeoutExpired:
         pass  # Something TensorFlow started holds the pipe; the filter
         # ends with it.
+
+
+@gin.configurable
+def tensorflow_threads(intra_op: int = 0, inter_op: int = 0) -> None:
+  """Sizes this process's TensorFlow thread pools; 0 keeps TensorFlow's
+  default (one thread per core).
+
+  The small networks' ops take microseconds, and splitting them over
+  threads costs more than it saves while the learner shares its cores with
+  the Reverb server, the actors and the evaluator. Binaries call this after
+  parsing gin and before TensorFlow runs an op.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+  tf.config.threading.set_inter_op_parallelism_threads(inter_op)
 
 
 _LINE_FILTER = """

@@ -51,6 +51,7 @@ from actorq_tf import learner
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
+from actorq_tf import runtime
 from actorq_tf.config import bound_parameter as bound
 from actorq_tf.errors import ActorQError
 from benchmarks.end_to_end import STOCK
@@ -238,6 +239,9 @@ def train_to_target(root_dir: str, seed: int = 0,
 def main(_):
   flags_ = flags.FLAGS
   config.parse_gin(flags_.gin_file, flags_.gin_bindings)
+  # The same TensorFlow threads as an ActorQ run's learner: what is compared
+  # is the architecture, not a thread setting either could use.
+  runtime.tensorflow_threads()
   summary = train_to_target(
       flags_.root_dir, flags_.seed, flags_.max_env_steps,
       flags_.max_wall_time_s, flags_.continue_after_target_s)

@@ -58,6 +58,7 @@ def energy_meter():
 
 def parse_gin():
   config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings)
+  runtime.tensorflow_threads()
 
 
 def define_launch_flags():

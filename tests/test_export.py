@@ -227,6 +227,25 @@ def test_exporter_publishes_checked_models_and_saves_them(tmp_path):
   assert (tmp_path / 'policy_int8.json').exists()
 
 
+def test_each_export_converts_the_weights_it_was_handed(tmp_path):
+  # The exporter traces its snapshot once; later exports must still carry
+  # their own weights.
+  network = _network(seed=0)
+  exporter = export.PolicyExporter(network, export.QValueOutputs(), ['fp32'],
+                                   lambda *_: None, str(tmp_path))
+  observations = _observations()
+  greedy = {}
+  for version, source in ((1, network), (2, _network(seed=1))):
+    network.set_weights(source.get_weights())
+    result, = exporter.export(version, observations)
+    model_actions = TFLiteModel(
+        result.model_bytes, result.normalizer).greedy_actions(observations)
+    np.testing.assert_array_equal(
+        model_actions, np.argmax(network(observations)[0], axis=-1))
+    greedy[version] = model_actions
+  assert (greedy[1] != greedy[2]).any()
+
+
 def test_exporter_does_not_publish_a_nan_network(tmp_path):
   published = []
   network = _network()

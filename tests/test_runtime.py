@@ -112,3 +112,18 @@ def test_a_fatal_error_while_tensorflow_loads_still_reaches_stderr(tmp_path):
       env=dict(os.environ, PYTHONPATH=f'{tmp_path}:{PROJECT_ROOT}'))
   assert result.returncode != 0
   assert result.stderr == 'F cpu_feature_guard.cc:183] AVX512 not supported\n'
+
+
+def test_a_config_sizes_the_tensorflow_thread_pools_of_a_process():
+  script = '\n'.join([
+      'from actorq_tf import config, runtime',
+      'config.parse_gin(["dqn_cartpole.gin"], ["tensorflow_threads.inter_op '
+      '= 3"])',
+      'runtime.tensorflow_threads()',
+      'import tensorflow as tf',
+      'tf.constant(1.0) + 1.0',  # The pools exist from here on.
+      'print(tf.config.threading.get_intra_op_parallelism_threads(),',
+      '      tf.config.threading.get_inter_op_parallelism_threads())'])
+  result = _run_script(script)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.split() == ['1', '3']
