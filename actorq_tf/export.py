@@ -591,7 +591,7 @@ class PolicyExporter:
     self._weights_source = weights_source or policy_network.get_weights
     self._snapshot_network = policy_network.copy(name='ExportSnapshot')
     self._snapshot_network.create_variables(policy_network.input_tensor_spec)
-    # Tracing took 0.3 s of a 0.75 s quantization-aware export, all of it
+    # Tracing took 0.3 s of a 0.7-1.1 s quantization-aware export, all of it
     # holding the GIL the train loop needs.
     self._traced_outputs = {}  # clip -> outputs_function of the snapshot
     self.outputs = outputs
