@@ -121,8 +121,9 @@ def run_experiment(work_dir: str, gin_file: str, seeds: Sequence[int],
       root_dir = run_root_dir(work_dir, gin_file, precision, seed)
       figures = run_one(root_dir, gin_file, precision, seed, max_wall_time_s,
                         energy_country, gin_bindings, continue_after_target_s)
+      energy = (f'{figures["energy_kwh"]:.5f} kWh'
+                if figures['energy_kwh'] is not None else 'energy not measured')
       log(f'  {os.path.basename(root_dir)}: {figures["status"]}, '
-          f'time to target {figures["time_to_target_s"]} s, '
-          f'{figures["energy_kwh"] or 0:.5f} kWh')
+          f'time to target {figures["time_to_target_s"]} s, {energy}')
       runs.append(figures)
   return runs
