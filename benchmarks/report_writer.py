@@ -66,31 +66,31 @@ def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
   return a / b
 
 
-def _bounded_ratio(table: Dict, figure: str, whole_run_figure: Optional[str],
-                   budget: float, goal: float, other: str = 'tf'):
+def _bounded_ratio(table: Dict, figure: str, goal: float,
+                   other: str = 'tf'):
   """int8 / other of a to-target figure, and whether the goal is met.
 
-  A precision that missed the target is known only to need more than its
-  budget (wall time, or the energy used by then): the ratio is a bound.
+  Where a median fell on a run that missed the target, only a lower bound
+  of it is known (`experiment_table`'s `<figure>_lower_bound`): the ratio is
+  then a bound.
   """
   int8, base = table.get('int8', {}), table.get(other, {})
   a, b = int8.get(figure), base.get(figure)
   if a is None or b is None:
     return 'n/a', 'not measured'
-  bound_of = lambda t: budget if whole_run_figure is None else t[
-      whole_run_figure]
   if math.isinf(a) and math.isinf(b):
     return 'n/a (neither reached the target)', 'not measured'
-  if (math.isinf(a) and not bound_of(int8)) or (math.isinf(b) and
-                                               not bound_of(base)):
+  lower_bound = lambda t: t.get(f'{figure}_lower_bound')
+  if (math.isinf(a) and not lower_bound(int8)) or (math.isinf(b) and
+                                                  not lower_bound(base)):
     return 'n/a', 'not measured'
   if math.isinf(b):
-    bound = a / bound_of(base)
+    bound = a / lower_bound(base)
     return (f'< {bound:.2f} ({other} missed the target)',
             'met' if bound <= goal else f'undecided ({other} missed the '
             f'target)')
   if math.isinf(a):
-    return (f'> {bound_of(int8) / b:.2f} (int8 missed the target)',
+    return (f'> {lower_bound(int8) / b:.2f} (int8 missed the target)',
             '**NOT met**')
   ratio = a / b
   return f'{ratio:.2f}', _met(ratio, goal, at_most=True)
@@ -124,6 +124,30 @@ def _at_budget(run: Dict, figure: str, budget: float) -> Optional[float]:
   return run[figure] * min(1.0, budget / run['energy_duration_s'])
 
 
+# What a run that missed the target had spent of each to-target figure when
+# its budget ran out: less than reaching the target would have taken.
+_SPENT_BY_BUDGET = {
+    'time_to_target_s': lambda run, budget: budget,
+    'env_steps_to_target': lambda run, budget: run['env_steps'],
+    'train_steps_to_target': lambda run, budget: run['train_steps'],
+    'energy_kwh_to_target': lambda run, budget: _at_budget(
+        run, 'energy_kwh', budget),
+    'emissions_kg_to_target': lambda run, budget: _at_budget(
+        run, 'emissions_kg', budget),
+}
+
+
+def _to_target_lower_bound(runs: Sequence[Dict], figure: str,
+                           budget: float) -> Optional[float]:
+  """A lower bound of the median of `figure` over runs: a run that missed
+  the target counts with what it had spent by the end of its budget (an
+  order statistic falls when any value falls). None where a missed run
+  did not record it."""
+  values = [r[figure] if r['target_reached']
+            else _SPENT_BY_BUDGET[figure](r, budget) for r in runs]
+  return None if None in values else statistics.median(values)
+
+
 def experiment_table(experiment: Dict) -> Dict[str, Dict]:
   """Per precision: medians over seeds of each end-to-end figure."""
   budget = experiment['max_wall_time_s']
@@ -146,13 +170,10 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
         'energy_kwh_to_target': _median(to_target('energy_kwh_to_target')),
         'emissions_kg_to_target': _median(
             to_target('emissions_kg_to_target')),
+        **{f'{figure}_lower_bound': _to_target_lower_bound(runs, figure,
+                                                           budget)
+           for figure in _SPENT_BY_BUDGET},
         'energy_kwh': _median([r['energy_kwh'] for r in runs]),
-        # What a run that missed the target had used when its budget ran
-        # out (the whole run also holds the shutdown).
-        'energy_kwh_at_budget': _median([_at_budget(r, 'energy_kwh', budget)
-                                         for r in runs]),
-        'emissions_kg_at_budget': _median([
-            _at_budget(r, 'emissions_kg', budget) for r in runs]),
         'emissions_kg': _median([r['emissions_kg'] for r in runs]),
         'retention_all': _median([retention_over_evaluations(r)
                                   for r in runs]),
@@ -176,18 +197,16 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
   return table
 
 
-def _stock_goals(table: Dict, label: str, budget: float) -> List[Sequence]:
-  int8, stock = table.get('int8', {}), table[STOCK]
-  steps = _ratio(int8.get('env_steps_to_target'),
-                 stock.get('env_steps_to_target'))
+def _stock_goals(table: Dict, label: str) -> List[Sequence]:
   return [
       [f'wall time to target int8 / stock TF-Agents DQN, {label}',
        f'<= {G.TIME_TO_TARGET_OVER_STOCK:g}',
-       *_bounded_ratio(table, 'time_to_target_s', None, budget,
+       *_bounded_ratio(table, 'time_to_target_s',
                        G.TIME_TO_TARGET_OVER_STOCK, STOCK)],
       [f'env steps to target int8 / stock TF-Agents DQN, {label}',
-       f'<= {G.ENV_STEPS_TO_TARGET_OVER_STOCK:g}', _fmt(steps),
-       _met(steps, G.ENV_STEPS_TO_TARGET_OVER_STOCK, True)]]
+       f'<= {G.ENV_STEPS_TO_TARGET_OVER_STOCK:g}',
+       *_bounded_ratio(table, 'env_steps_to_target',
+                       G.ENV_STEPS_TO_TARGET_OVER_STOCK, STOCK)]]
 
 
 def _rows_to_markdown(header: Sequence[str], rows: List[Sequence]) -> str:
@@ -226,10 +245,9 @@ def _goals(results: Dict) -> List[Sequence]:
     table = experiment_table(experiment)
     int8, fp32 = table.get('int8', {}), table.get('fp32', {})
     label = experiment['label']
-    budget = experiment['max_wall_time_s']
     goals.append([f'wall time to target int8 / tf, {label}',
                   f'<= {G.TO_TARGET_OVER_TF:g}',
-                  *_bounded_ratio(table, 'time_to_target_s', None, budget,
+                  *_bounded_ratio(table, 'time_to_target_s',
                                   G.TO_TARGET_OVER_TF)])
     all_evaluations = [retention_over_evaluations(r)
                        for r in experiment['runs']]
@@ -243,20 +261,18 @@ def _goals(results: Dict) -> List[Sequence]:
                       else ''),
                   _met(median_all, G.RETURN_RETENTION_PER_EVALUATION,
                        False)])
-    for figure, whole_run, name in (
-        ('energy_kwh_to_target', 'energy_kwh_at_budget', 'energy'),
-        ('emissions_kg_to_target', 'emissions_kg_at_budget', 'CO2')):
+    for figure, name in (('energy_kwh_to_target', 'energy'),
+                         ('emissions_kg_to_target', 'CO2')):
       goals.append([f'{name} to target int8 / tf, {label}',
                     f'<= {G.TO_TARGET_OVER_TF:g}',
-                    *_bounded_ratio(table, figure, whole_run, budget,
-                                    G.TO_TARGET_OVER_TF)])
+                    *_bounded_ratio(table, figure, G.TO_TARGET_OVER_TF)])
     ratio = _ratio(int8.get('model_update_bytes'),
                    fp32.get('model_update_bytes'))
     goals.append([f'bytes per model update int8 / fp32, {label}',
                   f'<= {G.MODEL_UPDATE_BYTES_OVER_FP32:g}', _fmt(ratio, '.3f'),
                   _met(ratio, G.MODEL_UPDATE_BYTES_OVER_FP32, True)])
     if STOCK in table:
-      goals += _stock_goals(table, label, budget)
+      goals += _stock_goals(table, label)
     if experiment.get('hold_return') is not None and 'int8' in table:
       held = [kept / evaluations for kept, evaluations
               in filter(None, table['int8']['held_after_target'])]
@@ -459,7 +475,10 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'the share of its later evaluations at or above the hold return '
            '(with their count: a target late in the budget leaves fewer). '
            'Medians over seeds; a run that missed its target within '
-           'the budget counts as slower than any that made it. *Retention*: '
+           'the budget counts as slower than any that made it. Where a '
+           'median falls on such a run, a ratio to it is a bound (`<` or '
+           '`>`): that run counts with what it had spent when its budget '
+           'ran out (time, env steps, energy). *Retention*: '
            'greedy return of the int8 model over that of the fp32 network '
            'of the same version, same seeds (fp32 / int8 when both are '
            'negative), over every evaluation of the run (summed returns). '
@@ -511,19 +530,15 @@ def _end_to_end_section(results: Dict) -> List[str]:
           if any(h is not None for h in t['held_after_target']) else 'n/a']
          for p, t in table.items()]))
     lines.append('')
-    budget = experiment['max_wall_time_s']
     for other in [o for o in (STOCK, 'tf', 'fp32') if o in table]:
-      ratios = [f'{name} ' + _bounded_ratio(table, figure, whole_run, budget,
+      ratios = [f'{name} ' + _bounded_ratio(table, figure,
                                             G.TO_TARGET_OVER_TF, other)[0]
-                for name, figure, whole_run in (
-                    ('time to target', 'time_to_target_s', None),
-                    ('energy to target', 'energy_kwh_to_target',
-                     'energy_kwh_at_budget'),
-                    ('CO2 to target', 'emissions_kg_to_target',
-                     'emissions_kg_at_budget'))]
+                for name, figure in (
+                    ('time to target', 'time_to_target_s'),
+                    ('energy to target', 'energy_kwh_to_target'),
+                    ('CO2 to target', 'emissions_kg_to_target'),
+                    ('env steps to target', 'env_steps_to_target'))]
       int8, base = table.get('int8', {}), table.get(other, {})
-      ratios.append('env steps to target ' + _fmt(_ratio(
-          int8.get('env_steps_to_target'), base.get('env_steps_to_target'))))
       ratios.append('bytes per model update ' + _fmt(_ratio(
           int8.get('model_update_bytes'), base.get('model_update_bytes')),
                                                      '.3f'))
