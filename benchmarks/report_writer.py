@@ -124,8 +124,9 @@ def _at_budget(run: Dict, figure: str, budget: float) -> Optional[float]:
   return run[figure] * min(1.0, budget / run['energy_duration_s'])
 
 
-# What a run that missed the target had spent of each to-target figure when
-# its budget ran out: less than reaching the target would have taken.
+# The to-target figures, each with what a run that missed the target had
+# spent of it when its budget ran out: less than reaching it would have
+# taken.
 _SPENT_BY_BUDGET = {
     'time_to_target_s': lambda run, budget: budget,
     'env_steps_to_target': lambda run, budget: run['env_steps'],
@@ -163,13 +164,8 @@ def experiment_table(experiment: Dict) -> Dict[str, Dict]:
     table[precision] = {
         'seeds': len(runs),
         'reached': sum(r['target_reached'] for r in runs),
-        'time_to_target_s': _median(to_target('time_to_target_s')),
         'times': to_target('time_to_target_s'),
-        'env_steps_to_target': _median(to_target('env_steps_to_target')),
-        'train_steps_to_target': _median(to_target('train_steps_to_target')),
-        'energy_kwh_to_target': _median(to_target('energy_kwh_to_target')),
-        'emissions_kg_to_target': _median(
-            to_target('emissions_kg_to_target')),
+        **{figure: _median(to_target(figure)) for figure in _SPENT_BY_BUDGET},
         **{f'{figure}_lower_bound': _to_target_lower_bound(runs, figure,
                                                            budget)
            for figure in _SPENT_BY_BUDGET},
