@@ -3,6 +3,8 @@
 Actors run the Q-network as an int8 model and act epsilon-greedy on its
 argmax; the learner trains TF-Agents' DqnAgent (Double DQN by default).
 """
+from typing import Sequence, Tuple
+
 import gin
 import numpy as np
 import tensorflow as tf
@@ -108,13 +110,38 @@ class DqnBuilder(AlgorithmBuilder):
                             q_network=policy_network)
 
 
+class PiecewiseLinearLearningRate(
+    tf.keras.optimizers.schedules.LearningRateSchedule):
+  """A learning rate linear between (train step, rate) points."""
+
+  def __init__(self, initial_rate: float,
+               points: Sequence[Tuple[int, float]]):
+    steps = [0] + [int(step) for step, _ in points]
+    if any(later <= earlier for earlier, later in zip(steps, steps[1:])):
+      raise ActorQError(
+          'learning_rate_points must have increasing train steps above 0, '
+          f'got {list(points)}')
+    self._steps = tf.constant(steps, tf.float32)
+    self._rates = tf.constant(
+        [initial_rate] + [float(rate) for _, rate in points], tf.float32)
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    segment = tf.clip_by_value(
+        tf.searchsorted(self._steps, [step], side='right')[0] - 1,
+        0, len(self._steps) - 2)
+    start, end = self._steps[segment], self._steps[segment + 1]
+    fraction = tf.clip_by_value((step - start) / (end - start), 0.0, 1.0)
+    return self._rates[segment] + fraction * (
+        self._rates[segment + 1] - self._rates[segment])
+
+
 @gin.configurable
 def create_dqn_agent(env: py_environment.PyEnvironment,
                      q_network: network.Network,
                      train_step: tf.Variable,
                      learning_rate: float = 1e-3,
-                     learning_rate_decay_steps: int = 0,
-                     final_learning_rate: float = 0.0,
+                     learning_rate_points: Sequence[Tuple[int, float]] = (),
                      gamma: float = 0.99,
                      target_update_period: int = 100,
                      target_update_tau: float = 1.0,
@@ -125,18 +152,18 @@ def create_dqn_agent(env: py_environment.PyEnvironment,
   """A DqnAgent (Double DQN by default) with a target network.
 
   Exploration lives in the actors, so the agent's own collect policy is
-  never used. With `learning_rate_decay_steps` the learning rate falls
-  linearly to `final_learning_rate` over that many train steps and stays
-  there.
+  never used. `learning_rate_points` are (train step, learning rate) pairs
+  in increasing order of train steps: the rate runs linearly from
+  `learning_rate` at step 0 through each of them and stays at the last.
   """
   time_step_spec = tensor_spec.from_spec(env.time_step_spec())
   action_spec = tensor_spec.from_spec(env.action_spec())
   loss_fn = (common.element_wise_huber_loss if huber_loss
              else common.element_wise_squared_loss)
   agent_class = dqn_agent.DdqnAgent if double_dqn else dqn_agent.DqnAgent
-  if learning_rate_decay_steps:
-    learning_rate = tf.keras.optimizers.schedules.PolynomialDecay(
-        learning_rate, learning_rate_decay_steps, final_learning_rate)
+  if learning_rate_points:
+    learning_rate = PiecewiseLinearLearningRate(learning_rate,
+                                                learning_rate_points)
   optimizer = tf.keras.optimizers.Adam(learning_rate=learning_rate)
   # Slots exist before a checkpoint is restored, or Adam's moments would be
   # created afresh at the first step after a resume.

@@ -67,6 +67,15 @@ def test_an_n_step_setting_through_a_macro_is_refused_clearly():
     gin.clear_config()
 
 
+def test_the_dqn_learning_rate_runs_through_its_points_and_stays_at_the_last():
+  schedule = dqn.PiecewiseLinearLearningRate(
+      1e-3, ((100, 1e-4), (300, 1e-4), (500, 2e-5)))
+  rates = [float(schedule(step)) for step in (0, 50, 100, 200, 400, 500, 9000)]
+  assert rates == pytest.approx([1e-3, 5.5e-4, 1e-4, 1e-4, 6e-5, 2e-5, 2e-5])
+  with pytest.raises(ActorQError, match='increasing train steps'):
+    dqn.PiecewiseLinearLearningRate(1e-3, ((500, 1e-4), (100, 1e-5)))
+
+
 def test_each_builder_gives_its_exploration_outputs_and_greedy_actions():
   config.parse_gin(['dqn_cartpole.gin'],
                    ['epsilon_greedy.decay_steps = 50'])
