@@ -38,9 +38,24 @@ class ObservationNormalizer:
     floor = max(1e-6, 1e-3 * float(std.max(initial=0.0)))
     scale = np.where(std > floor, std, 1.0)
     if extremes is not None and len(extremes):
-      reach = np.abs(extremes - mean).max(axis=0) / extremes_within
-      scale = np.maximum(scale, reach)
+      # An unbounded feature's infinite extreme says nothing of its range.
+      distance = np.abs(extremes - mean)
+      distance = np.where(np.isfinite(distance), distance, 0.0)
+      scale = np.maximum(scale, distance.max(axis=0) / extremes_within)
     return cls(mean.astype(np.float32), scale.astype(np.float32))
 
   def __call__(self, observations: np.ndarray) -> np.ndarray:
     return (observations - self.shift) / self.scale
+
+
+def spec_bounds(spec) -> Optional[np.ndarray]:
+  """A bounded spec's minimum and maximum as two observations, inf where a
+  feature is unbounded (gym writes float32's largest value for that); None
+  for an unbounded spec."""
+  if not hasattr(spec, 'minimum'):
+    return None
+  bounds = np.stack([np.broadcast_to(spec.minimum, spec.shape),
+                     np.broadcast_to(spec.maximum, spec.shape)]
+                   ).astype(np.float64)
+  largest = float(np.finfo(np.float32).max)
+  return np.where(np.abs(bounds) < largest, bounds, np.inf)

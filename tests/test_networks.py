@@ -34,9 +34,18 @@ def test_quantization_aware_network_is_normalized_and_dueling(
   normalizer = q_network.observation_normalizer
   observations = environments.random_walk_observations(env, 500, seed=3)
   # Random-walk statistics: the normalized inputs are about unit-scale (the
-  # raw features' spreads differ 10-fold).
+  # raw features' spreads differ 10-fold), except where the observation
+  # spec's bounds lie further out: the cart's position spans 1/70 of its
+  # bounds under random actions, and its bounds come within 4.
   spread = normalizer(observations).std(0)
-  assert np.all((spread > 0.5) & (spread < 2.0)), spread
+  assert np.all(spread < 2.0), spread
+  bounds = env.observation_spec()
+  bounded = np.abs(bounds.maximum) < 1e30
+  np.testing.assert_array_equal(bounded, [True, False, True, False])
+  assert np.all(spread[~bounded] > 0.5), spread
+  assert spread[0] < 0.1, spread
+  for bound in (bounds.minimum, bounds.maximum):
+    assert np.all(np.abs(normalizer(bound)[bounded]) <= 4.0 + 1e-4)
   # A training pass learns the fake-quant ranges; Q then has A's argmax.
   q_network(observations, training=True)
   q_values = q_network(observations)[0].numpy()
