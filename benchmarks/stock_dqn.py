@@ -11,9 +11,9 @@ per env step: the environment, the network's layer sizes, every DQN setting
 (`replay_table.samples_per_insert` / `train.batch_size`), replay capacity and
 warm-up, and actor 0's exploration (`dqn.epsilon_greedy`). The network is
 TF-Agents' plain fp32 QNetwork, and it plays its newest weights (TF-Agents
-has no counterpart of `train.policy_average_decay`). Evaluation plays the evaluator's greedy
-episodes on its seeds at every `train.export_interval` train steps, and the
-run stops by the same rule (`evaluation.StoppingRule`,
+has no counterpart of `train.policy_average_decay`). Evaluation plays the
+evaluator's greedy episodes on its seeds at every `train.export_interval`
+train steps, and the run stops by the same rule (`evaluation.StoppingRule`,
 `run_local.target_evaluations_in_a_row`).
 
   python -m benchmarks.stock_dqn --root_dir /tmp/stock --seed 1 \
