@@ -68,7 +68,8 @@ def define_launch_flags():
                     'or tf, TF-Agents\' stock fp32 policy.')
   flags.DEFINE_integer('num_actors', 1, 'Actor processes (one per core).')
   flags.DEFINE_float('target_return', None, 'Stop when the greedy eval '
-                     'return (mean of 10 episodes) reaches this on '
+                     'return (mean of run_evaluator.num_episodes '
+                     'episodes) reaches this on '
                      'run_local.target_evaluations_in_a_row (2) evaluations '
                      'in a row; default from the gin file.')
   flags.DEFINE_integer('max_env_steps', 300_000, 'Stop after this many env '

@@ -102,10 +102,12 @@ def launcher_running(root_dir, *args):
             sep='\n')
 
 
-def wait_for(condition, timeout_s, what):
+def wait_for(condition, timeout_s, what, explain=lambda: ''):
+  """Polls `condition`; on timeout fails with `what` and what `explain`
+  returns (the state that tells why, read at that moment)."""
   deadline = time.monotonic() + timeout_s
   while time.monotonic() < deadline:
     if condition():
       return
     time.sleep(0.5)
-  raise AssertionError(f'timed out waiting for {what}')
+  raise AssertionError(f'timed out waiting for {what}\n{explain()}')

@@ -18,6 +18,7 @@ import portpicker
 import tensorflow as tf
 
 from actorq_tf import model_channel
+from actorq_tf import replay
 from actorq_tf import run_directory
 from conftest import PROJECT_ROOT
 from conftest import TEST_BINDINGS
@@ -175,27 +176,38 @@ def _start(module, stderr_path, *args):
 def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
   port = str(portpicker.pick_unused_port())
   actor_stderr = tmp_path / 'actor_stderr.txt'
-  server = _start('binaries.reverb_server_main', tmp_path / 'server_stderr.txt',
+  server_stderr = tmp_path / 'server_stderr.txt'
+  server = _start('binaries.reverb_server_main', server_stderr,
                   '--replay_port', port, *TEST_GIN_ARGS)
   actor = None
   try:
     # The actor's own short server timeout is what this test measures; it
     # must not run out while the server is still importing TensorFlow.
-    model_channel.wait_for_server(f'localhost:{port}', 120)
+    client = model_channel.wait_for_server(f'localhost:{port}', 120)
     actor = _start('binaries.actor_main', actor_stderr,
                    '--root_dir', str(tmp_path / 'run'),
                    '--replay_server_address', f'localhost:{port}',
                    '--gin_bindings', 'run_actor.server_timeout_s = 10',
-                   '--gin_bindings', 'run_actor.status_interval_s = 1',
                    *TEST_GIN_ARGS)
 
+    def replay_size():
+      return client.server_info(timeout=5)[replay.REPLAY_TABLE].current_size
+
+    def actor_state():
+      return (f'replay items: {replay_size()}\n'
+              f'actor stderr:\n{actor_stderr.read_text()[-3000:]}\n'
+              f'server stderr:\n{server_stderr.read_text()[-2000:]}')
+
+    # Counted on the server, not in the actor's status: a fast actor can
+    # fill the rate limiter's allowance (10,100 items, some 9,000 env steps
+    # here) within its first status interval and then be held, status
+    # unwritten, with no learner to sample.
     def collected():
       if actor.poll() is not None:
         raise AssertionError('the actor exited before collecting:\n' +
-                             actor_stderr.read_text()[-2000:])
-      status = run_directory.read_status(str(tmp_path / 'run'), 'actor_0')
-      return (status or {}).get('env_steps', 0) > 200
-    wait_for(collected, 120, 'the actor to collect')
+                             actor_state())
+      return replay_size() > 200
+    wait_for(collected, 120, 'the actor to collect', actor_state)
     server.kill()
     killed_at = time.monotonic()
     actor.wait(timeout=120)
