@@ -24,6 +24,7 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
@@ -57,7 +58,7 @@ def train(root_dir: str,
     actor_precision: what the actors run. int8 models are always exported
       (the evaluator compares them with fp32); fp16 and fp32 are exported
       too when actors run them; `tf` actors take the fp32 variables.
-    seed: TensorFlow's global seed.
+    seed: fixes the initial weights and TensorFlow's random streams.
     batch_size: transitions per train step.
     max_train_steps: stop after this many train steps; 0 runs until stopped.
     export_interval: train steps between policy exports.
@@ -86,7 +87,7 @@ def train(root_dir: str,
       replay server hosted in this process checkpoints there. (When the
       loop ends by itself, the caller goes on after `train` returns.)
   """
-  tf.random.set_seed(seed)
+  networks.set_seed(seed)
   env = environments.load_environment()
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   algorithm = agents.check_environment(env)

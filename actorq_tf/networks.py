@@ -55,6 +55,17 @@ def _point_keras_names_at_tf_keras() -> None:
 _point_keras_names_at_tf_keras()
 
 
+def set_seed(seed: int) -> None:
+  """Makes `seed` fix the networks' initial weights, and TensorFlow's,
+  NumPy's and Python's global random streams.
+
+  `tf.random.set_seed` alone does not: Keras initializers given no seed
+  draw theirs from Python's `random` (or a generator Keras keeps), so
+  networks built after it start from other weights in every process.
+  """
+  tf.keras.utils.set_random_seed(seed)
+
+
 @gin.configurable
 def create_q_network(observation_spec: tensor_spec.TensorSpec,
                      num_actions: int,

@@ -87,8 +87,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   target_return = bound(launcher.run_local, 'target_return')
   if target_return is None:
     raise ActorQError('the config binds no run_local.target_return')
-  tf.random.set_seed(seed)
-  np.random.seed(seed)
+  networks.set_seed(seed)
   env = environments.load_environment()
   algorithm = agents.check_environment(env)
   if not isinstance(algorithm, dqn.DqnBuilder):

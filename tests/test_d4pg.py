@@ -11,6 +11,7 @@ from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import d4pg
 from actorq_tf import environments
+from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 
 FIRST, MID, LAST = StepType.FIRST, StepType.MID, StepType.LAST
@@ -74,7 +75,7 @@ def test_n_step_targets_stop_at_the_end_of_an_episode():
 
 def test_critic_loss_falls_on_a_fixed_batch(pendulum_config):
   del pendulum_config
-  tf.random.set_seed(0)
+  networks.set_seed(0)
   env = environments.load_environment()
   agent, _ = agents.builder().create_agent(env, tf.Variable(0, dtype=tf.int64))
   rng = np.random.default_rng(0)

@@ -18,7 +18,7 @@ PENDULUM_ACTIONS = array_spec.BoundedArraySpec((1,), np.float32, -2.0, 2.0)
 
 
 def _network(seed=0, layers=(64, 64)):
-  tf.random.set_seed(seed)
+  networks.set_seed(seed)
   return networks.create_q_network(OBSERVATION_SPEC, 2, layers)
 
 
@@ -274,7 +274,7 @@ def test_async_export_runs_off_the_caller_and_skips_when_busy(tmp_path):
 
 
 def _actor_network(seed=0, layers=(64, 64)):
-  tf.random.set_seed(seed)
+  networks.set_seed(seed)
   return networks.create_actor_network(
       OBSERVATION_SPEC, tensor_spec.from_spec(PENDULUM_ACTIONS), layers)
 

@@ -13,7 +13,7 @@ from actorq_tf.normalization import ObservationNormalizer
 
 @pytest.fixture(scope='module')
 def int8_model():
-  tf.random.set_seed(1)
+  networks.set_seed(1)
   network = networks.create_q_network(
       tensor_spec.TensorSpec([4], tf.float32), 3, (32,))
   observations = np.random.default_rng(1).normal(size=(256, 4)).astype(
@@ -56,7 +56,7 @@ def test_greedy_action_is_argmax_of_q_values(int8_model):
 
 
 def test_tied_q_values_are_broken_at_random_not_towards_action_0():
-  tf.random.set_seed(2)
+  networks.set_seed(2)
   network = networks.create_q_network(
       tensor_spec.TensorSpec([4], tf.float32), 3, (32,))
   kernel, bias = network.layers[-1].get_weights()

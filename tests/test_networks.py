@@ -140,3 +140,26 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
                                   num_episodes=2, max_evaluations=1) == 1
   [result] = run_directory.read_results(str(tmp_path))
   assert result['version'] == result['fp32_version'] == 7
+
+
+@pytest.mark.parametrize('quantization_aware_network', [False, True])
+def test_the_seed_fixes_the_initial_weights(cartpole_gin,
+                                           quantization_aware_network):
+  del cartpole_gin
+  with gin.unlock_config():
+    gin.bind_parameter('create_q_network.quantization_aware',
+                       quantization_aware_network)
+  env = environments.load_environment()
+
+  def initial_weights(seed):
+    networks.set_seed(seed)
+    network = agents.builder().policy_network(env)
+    network.create_variables(network.input_tensor_spec)
+    return network.get_weights()
+
+  first, again = initial_weights(3), initial_weights(3)
+  other = initial_weights(4)
+  assert len(first) == len(again) == len(other)
+  for weights, same in zip(first, again):
+    np.testing.assert_array_equal(weights, same)
+  assert any(np.any(a != b) for a, b in zip(first, other))
