@@ -225,7 +225,7 @@ def run_actor(root_dir: str,
   model_pull_interval = model_pull_interval or (1 if precision == 'tf' else 100)
   actor_seed = seed + 1000 * actor_index
   env = environments.load_environment()
-  env.seed(actor_seed)
+  environments.seed_environment(env, actor_seed)
   algorithm = agents.check_environment(env)
   action_dtype = env.action_spec().dtype
 

@@ -1,10 +1,11 @@
 """gin parsing with errors a user can act on."""
 import contextlib
+import importlib
 import inspect
 import logging
 import os
 import tokenize
-from typing import Sequence
+from typing import Callable, Sequence, Union
 
 import gin
 
@@ -92,3 +93,32 @@ def bound_parameter(configurable, parameter: str):
     raise ActorQError(f'{name} must be bound to a value here, not to a '
                       f'macro or reference ({value})')
   return value
+
+
+def resolve_callable(target: Union[str, Callable], what: str) -> Callable:
+  """`target` itself if callable, else the function or class its import path
+  names ('my_envs.make_corridor' or 'my_envs:make_corridor'), imported
+  here; anything else is an ActorQError that names `what` (the setting)."""
+  if callable(target):
+    return target
+  if not isinstance(target, str) or not target.strip():
+    raise ActorQError(f'{what} must be a callable or its import path such as '
+                      f"'my_package.my_module.make', not {target!r}")
+  module_name, separator, attribute = target.strip().rpartition(
+      ':' if ':' in target else '.')
+  if not separator or not module_name:
+    raise ActorQError(f"{what} {target!r} is not an import path such as "
+                      f"'my_package.my_module.make'")
+  try:
+    module = importlib.import_module(module_name)
+  except Exception as e:  # pylint: disable=broad-except
+    # Any failure of the user's module (ImportError, or an error in its
+    # code) is theirs to fix: one line naming the module.
+    raise ActorQError(f'{what} {target!r}: module {module_name!r} does not '
+                      f'import ({type(e).__name__}: {e}); is it on the '
+                      f'PYTHONPATH?') from e
+  found = getattr(module, attribute, None)
+  if not callable(found):
+    raise ActorQError(f'{what} {target!r}: module {module_name!r} has no '
+                      f'callable {attribute!r}')
+  return found

@@ -295,6 +295,30 @@ def action_size(env: py_environment.PyEnvironment) -> int:
   return int(spec.shape[0])
 
 
+@gin.configurable
+def policy_network(env: py_environment.PyEnvironment,
+                   factory: Optional[networks.NetworkFactory] = None
+                  ) -> network.Network:
+  """The deterministic actor network (observation -> action within the
+  action bounds) that the learner trains and the actors run.
+
+  Args:
+    env: the run's environment.
+    factory: None for `networks.create_actor_network` (an MLP, bound on its
+      own), or `factory(observation_spec, action_spec)`: e.g. TF-Agents'
+      ddpg actor_network.ActorNetwork, a function that returns a
+      sequential.Sequential of Keras layers, or its import path.
+  """
+  observation_spec = tensor_spec.from_spec(env.observation_spec())
+  action_spec = tensor_spec.from_spec(env.action_spec())
+  if factory is None:
+    action_size(env)
+    return networks.create_actor_network(observation_spec, action_spec)
+  return networks.build_policy_network(
+      factory, observation_spec, action_spec, action_size(env),
+      'd4pg.policy_network.factory')
+
+
 class D4pgBuilder(AlgorithmBuilder):
   """Deterministic actor policies with Gaussian exploration, action
   models."""
@@ -305,10 +329,7 @@ class D4pgBuilder(AlgorithmBuilder):
     return action_size(env)
 
   def policy_network(self, env):
-    action_size(env)
-    return networks.create_actor_network(
-        tensor_spec.from_spec(env.observation_spec()),
-        tensor_spec.from_spec(env.action_spec()))
+    return policy_network(env)
 
   def agent(self, env, policy_network, train_step):
     action_size(env)

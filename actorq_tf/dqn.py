@@ -3,7 +3,7 @@
 Actors run the Q-network as an int8 model and act epsilon-greedy on its
 argmax; the learner trains TF-Agents' DqnAgent (Double DQN by default).
 """
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import gin
 import numpy as np
@@ -41,6 +41,32 @@ def number_of_actions(env: py_environment.PyEnvironment) -> int:
 
 
 @gin.configurable
+def policy_network(env: py_environment.PyEnvironment,
+                   factory: Optional[networks.NetworkFactory] = None
+                  ) -> network.Network:
+  """The Q-network (observation -> one Q-value per action) that the learner
+  trains and the actors run.
+
+  Args:
+    env: the run's environment.
+    factory: None for `networks.create_q_network` (an MLP, bound on its
+      own), or `factory(observation_spec, action_spec)`: TF-Agents'
+      q_network.QNetwork (`dqn.policy_network.factory = @QNetwork`, its
+      conv_layer_params and fc_layer_params bound on it), a function that
+      returns a sequential.Sequential of Keras layers, or its import path.
+  """
+  observation_spec = tensor_spec.from_spec(env.observation_spec())
+  if factory is None:
+    return networks.create_q_network(
+        observation_spec, number_of_actions(env),
+        example_observations=lambda: environments.random_walk_observations(
+            env, NORMALIZATION_STEPS))
+  return networks.build_policy_network(
+      factory, observation_spec, tensor_spec.from_spec(env.action_spec()),
+      number_of_actions(env), 'dqn.policy_network.factory')
+
+
+@gin.configurable
 def epsilon_greedy(num_actions: int, actor_index: int, num_actors: int,
                    seed: int, decay_steps: int = 10_000,
                    random_action_repeat_exponent: float = 0.0
@@ -74,10 +100,7 @@ class DqnBuilder(AlgorithmBuilder):
     return number_of_actions(env)
 
   def policy_network(self, env):
-    return networks.create_q_network(
-        tensor_spec.from_spec(env.observation_spec()), number_of_actions(env),
-        example_observations=lambda: environments.random_walk_observations(
-            env, NORMALIZATION_STEPS))
+    return policy_network(env)
 
   def agent(self, env, policy_network, train_step):
     number_of_actions(env)

@@ -1,13 +1,16 @@
-"""Environments by name, as TF-Agents PyEnvironments.
+"""The run's environment, as a TF-Agents PyEnvironment.
 
 A name is a Gym id ('CartPole-v1', 'Pendulum-v1') or a DeepMind Control
 Suite task as 'domain-task' ('cartpole-balance', 'humanoid-walk'), whose
-observations are flattened to one float32 vector.
+observations are flattened to one float32 vector. Any other environment
+comes from the user's factory (`load_environment.factory`).
 """
 import os
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple, Union
 import warnings
 
+from absl import logging
+import dm_env
 import gin
 import gym
 import numpy as np
@@ -17,8 +20,10 @@ from tf_agents.environments import gym_wrapper
 from tf_agents.environments import py_environment
 from tf_agents.environments import suite_gym
 from tf_agents.environments import wrappers
+from tf_agents.specs import array_spec
 from tf_agents.trajectories.time_step import StepType
 
+from actorq_tf import config
 from actorq_tf.errors import ActorQError
 
 # Nothing renders; without this dm_control looks for an OpenGL backend.
@@ -62,16 +67,89 @@ class _SeedableControlSuiteTask(wrappers.PyEnvironmentBaseWrapper):
 
 
 @gin.configurable
-def load_environment(env_name: str = gin.REQUIRED,
-                     max_episode_steps: int = 0
+def load_environment(env_name: Optional[str] = None,
+                     max_episode_steps: int = 0,
+                     factory: Union[None, str, Callable[[], object]] = None
                     ) -> py_environment.PyEnvironment:
-  """Loads an environment by name; unknown names get a clear error.
+  """The run's environment, by name or from the user's factory.
+
+  Every role calls this with no arguments, so the gin config alone decides
+  which environment a run has, in every process.
 
   Args:
-    env_name: a registered Gym id such as 'CartPole-v1', or a Control Suite
-      task such as 'cartpole-balance'.
+    env_name: a registered Gym id such as 'CartPole-v1' (a package's own ids
+      too: 'my_package:Corridor-v0' imports my_package first), or a Control
+      Suite task such as 'cartpole-balance'.
     max_episode_steps: episode step limit; 0 keeps the environment's own.
+    factory: instead of a name, a callable with no arguments, or its import
+      path ('my_envs.make_corridor'), that returns a TF-Agents
+      PyEnvironment, a Gym environment or a dm_control (dm_env) environment;
+      the latter two are wrapped as named ones are.
+
+  Observations must be one float32 array or a uint8 image (HxWxC); a dict
+  or tuple of vectors is flattened into one float32 vector. Anything else
+  is refused here, before any role starts.
   """
+  if (env_name is None) == (factory is None):
+    raise ActorQError('give the environment either by name '
+                      '(load_environment.env_name) or by a factory '
+                      '(load_environment.factory), not '
+                      + ('both' if env_name is not None else 'neither'))
+  if factory is not None:
+    env = _wrap(_call_factory(factory), max_episode_steps)
+  else:
+    env = _load_by_name(env_name, max_episode_steps)
+  return _with_supported_observations(env)
+
+
+def _call_factory(factory):
+  make = config.resolve_callable(factory, 'load_environment.factory')
+  name = getattr(make, '__name__', repr(make))
+  try:
+    env = make()
+  except ActorQError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    # The user's code: one line naming it and what it raised.
+    raise ActorQError(f'the environment factory {name} failed: '
+                      f'{type(e).__name__}: {e}') from e
+  if not isinstance(env, (py_environment.PyEnvironment, gym.Env,
+                          dm_env.Environment)):
+    raise ActorQError(f'the environment factory {name} returned a '
+                      f'{type(env).__name__}, not a TF-Agents PyEnvironment, '
+                      f'a Gym environment or a dm_env (dm_control) '
+                      f'environment')
+  return env
+
+
+def _wrap(env, max_episode_steps: int) -> py_environment.PyEnvironment:
+  """A factory's environment as a PyEnvironment, wrapped as named ones are."""
+  if isinstance(env, gym.Env):
+    # Gym's own time limit ends episodes as if the state were terminal
+    # (discount 0), so targets would not bootstrap past it; TF-Agents' limit
+    # ends them with discount 1, as a time limit should.
+    own_limit = 0
+    if isinstance(env, gym.wrappers.TimeLimit):
+      own_limit = env._max_episode_steps or 0  # pylint: disable=protected-access
+      env = env.env
+    return suite_gym.wrap_env(env,
+                              max_episode_steps=max_episode_steps or own_limit)
+  if isinstance(env, dm_env.Environment):
+    task = getattr(env, 'task', None)
+    wrapped = dm_control_wrapper.DmControlWrapper(env)
+    if max_episode_steps:
+      wrapped = wrappers.TimeLimit(wrapped, max_episode_steps)
+    wrapped = wrappers.FlattenObservationsWrapper(wrapped)
+    if task is not None and hasattr(task, 'random'):
+      return _SeedableControlSuiteTask(wrapped, task)
+    return wrapped
+  if max_episode_steps:
+    env = wrappers.TimeLimit(env, max_episode_steps)
+  return env
+
+
+def _load_by_name(env_name: str, max_episode_steps: int
+                 ) -> py_environment.PyEnvironment:
   control_suite_task = _control_suite_task(env_name)
   if control_suite_task is not None:
     env = suite_dm_control.load(*control_suite_task)
@@ -82,19 +160,80 @@ def load_environment(env_name: str = gin.REQUIRED,
         wrappers.FlattenObservationsWrapper(env), task)
   try:
     gym_spec = gym.spec(env_name)
-  except gym.error.Error as e:
+  except (gym.error.Error, ModuleNotFoundError) as e:
     raise ActorQError(
         f'unknown environment {env_name!r}: not a Gym id ({e}) nor a '
-        f'DeepMind Control Suite task such as cartpole-balance') from e
+        f'DeepMind Control Suite task such as cartpole-balance; a '
+        f'environment of your own goes in load_environment.factory') from e
   gym_env = gym_spec.make()
-  # Gym's own time limit ends episodes as if the state were terminal
-  # (discount 0), so targets would not bootstrap past it; TF-Agents' limit
-  # ends them with discount 1, as a time limit should.
   if isinstance(gym_env, gym.wrappers.TimeLimit):
     gym_env = gym_env.env
   return suite_gym.wrap_env(
       gym_env,
       max_episode_steps=max_episode_steps or gym_spec.max_episode_steps or 0)
+
+
+def _with_supported_observations(env: py_environment.PyEnvironment
+                                ) -> py_environment.PyEnvironment:
+  """`env`, its nested vector observations flattened into one; ActorQError
+  for observations an exported model cannot take."""
+  spec = env.observation_spec()
+  if tf.nest.is_nested(spec):
+    leaves = tf.nest.flatten(spec)
+    images = [s for s in leaves if len(s.shape) > 1]
+    if images:
+      raise ActorQError(
+          f'the observations are a {type(spec).__name__} holding arrays of '
+          f'shape {images[0].shape}: only a structure of vectors can be '
+          f'flattened into one input; give the model one image instead')
+    env = _FlatVectorObservations(env)
+    spec = env.observation_spec()
+  if spec.dtype == np.uint8 and len(spec.shape) == 3:
+    return env
+  if spec.dtype != np.float32:
+    raise ActorQError(
+        f'the observations are {spec.dtype.name} of shape {spec.shape}: '
+        f'exported models take float32 arrays or uint8 images (HxWxC); '
+        f'cast them in the environment')
+  return env
+
+
+class _FlatVectorObservations(wrappers.PyEnvironmentBaseWrapper):
+  """A structure of vectors (a dict or tuple, of any dtypes) as one float32
+  vector, its parts concatenated in tf.nest's order."""
+
+  def observation_spec(self):
+    size = sum(int(np.prod(s.shape))
+               for s in tf.nest.flatten(self._env.observation_spec()))
+    return array_spec.ArraySpec((size,), np.float32, 'observation')
+
+  def _reset(self):
+    return self._flat(self._env.reset())
+
+  def _step(self, action):
+    return self._flat(self._env.step(action))
+
+  @staticmethod
+  def _flat(time_step):
+    return time_step._replace(observation=np.concatenate(
+        [np.asarray(x, np.float32).reshape(-1)
+         for x in tf.nest.flatten(time_step.observation)]))
+
+
+def seed_environment(env: py_environment.PyEnvironment, value: int) -> None:
+  """Seeds `env` if it can be seeded; a user's environment without `seed`
+  runs unseeded, which the log says once per process."""
+  global _unseedable_reported
+  try:
+    env.seed(value)
+  except NotImplementedError:
+    if not _unseedable_reported:
+      logging.warning('The environment has no seed(): its episodes will not '
+                      'repeat with the run\'s seed.')
+      _unseedable_reported = True
+
+
+_unseedable_reported = False
 
 
 def is_discrete(env: py_environment.PyEnvironment) -> bool:
@@ -198,7 +337,7 @@ def random_walk_observations(env: py_environment.PyEnvironment, count: int,
   """Observations of episodes under uniformly random actions; the
   environment is seeded with `seed` first, so they repeat."""
   rng = np.random.default_rng(seed)
-  env.seed(seed)
+  seed_environment(env, seed)
   spec = env.action_spec()
   observations = []
   time_step = env.reset()

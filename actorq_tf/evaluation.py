@@ -64,7 +64,7 @@ def greedy_returns(envs, greedy_actions: Callable[[np.ndarray], np.ndarray],
   steppers = []
   observations = []
   for env, seed in zip(envs, seeds):
-    env.seed(seed)
+    environments.seed_environment(env, seed)
     steppers.append(environments.DirectSteps(env))
     observations.append(steppers[-1].reset())
   returns = [0.0] * len(envs)

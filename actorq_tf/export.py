@@ -10,9 +10,10 @@ import collections
 import dataclasses
 import json
 import os
+import re
 import threading
 import time
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import gin
@@ -29,17 +30,70 @@ from actorq_tf.normalization import ObservationNormalizer
 from actorq_tf.interpreter import TFLiteModel
 
 
-def _network_outputs(policy_network: network_lib.Network, normalized):
-  """What the network's exported model computes, on normalized observations:
-  a quantization-aware network exports its advantages (see
-  networks.QuantizationAwareQNetwork), the others their outputs."""
+def _network_outputs(policy_network: network_lib.Network, inputs):
+  """What the network's exported model computes, on its inputs (normalized
+  observations, or raw pixels): a quantization-aware network exports its
+  advantages (see networks.QuantizationAwareQNetwork), the others their
+  outputs."""
   if isinstance(policy_network, networks.QuantizationAwareQNetwork):
-    return policy_network.advantages(normalized)
-  return policy_network(normalized, training=False)[0]
+    return policy_network.advantages(inputs)
+  return policy_network(inputs, training=False)[0]
 
 
-def centre_q_values(q_network: network_lib.Network) -> None:
-  """Subtracts the mean over actions from the Q-head, in place.
+def takes_pixels(policy_network: network_lib.Network) -> bool:
+  """Whether the network takes uint8 images: their models take the raw
+  pixels (no normalizer: each of the 256 values is its own input level)."""
+  return policy_network.input_tensor_spec.dtype == tf.uint8
+
+
+def network_inputs(policy_network: network_lib.Network,
+                   observations: np.ndarray,
+                   normalizer: Optional[ObservationNormalizer] = None
+                  ) -> np.ndarray:
+  """Observations as the network (and so its model) takes them: pixels as
+  they are, float observations after `normalizer`."""
+  if takes_pixels(policy_network):
+    return np.asarray(observations, np.uint8)
+  observations = np.asarray(observations, np.float32)
+  return normalizer(observations) if normalizer else observations
+
+
+def _leaf_layers(policy_network: network_lib.Network):
+  """The network's Keras layers that hold no others, in the order they were
+  made: for TF-Agents' and Keras's networks, the order they are applied.
+  (tf.Module's walk: a TF-Agents network's layers may belong to either of
+  the two Keras packages, see networks._point_keras_names_at_tf_keras, and
+  Keras's own walk sees only its own package's.)"""
+  # pylint: disable=protected-access
+  return [module for module in policy_network._flatten_modules(
+              include_self=False)
+          if hasattr(module, 'get_weights') and
+          not any(True for _ in module._flatten_modules(include_self=False))]
+
+
+def _weighted_layers(policy_network: network_lib.Network):
+  return [layer for layer in _leaf_layers(policy_network) if layer.weights]
+
+
+def _activation(layer) -> str:
+  # By name: TF-Agents' networks may hold the other Keras package's function.
+  return getattr(layer.activation, '__name__', '')
+
+
+def _output_head(policy_network: network_lib.Network):
+  """The last layer with weights, if it is a Dense layer with a bias (where
+  a transform of the outputs folds in exactly); else None."""
+  layers = _weighted_layers(policy_network)
+  head = layers[-1] if layers else None
+  if (isinstance(head, tf.keras.layers.Dense) and head.use_bias and
+      _activation(head) == 'linear'):
+    return head
+  return None
+
+
+def centre_q_values(q_network: network_lib.Network) -> bool:
+  """Subtracts the mean over actions from the Q-head, in place; False (and
+  nothing changed) if the network has no Dense head to fold it into.
 
   Q-values of a trained agent sit near r / (1 - gamma) and differ between
   actions by a small fraction of that; one int8 scale over the whole range
@@ -47,16 +101,20 @@ def centre_q_values(q_network: network_lib.Network) -> None:
   advantage over the mean, which has the same argmax and a range int8 can
   resolve. Folding the centring into the last layer's weights is exact.
   """
-  head = q_network.layers[-1]
+  head = _output_head(q_network)
+  if head is None:
+    return False
   kernel, bias = head.get_weights()
   head.set_weights([kernel - kernel.mean(axis=1, keepdims=True),
                     bias - bias.mean()])
+  return True
 
 
-def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
+def scale_q_head(q_network: network_lib.Network, inputs: np.ndarray,
                  quantile: float) -> float:
   """Divides the (centred) Q-head by the `quantile` of max_a |Q(o, a)| over
-  `observations`, in place; returns that scale.
+  `inputs` (the network's, see `network_inputs`), in place; returns that
+  scale (1.0, nothing changed, where there is no Dense head).
 
   The int8 model clips these outputs to [-1, 1] (a fused activation, free).
   A trained Q-network has a few states with large action gaps, and int8's
@@ -64,34 +122,43 @@ def scale_q_head(q_network: network_lib.Network, observations: np.ndarray,
   gap. Clipping them keeps their greedy action (it saturates, and two
   actions rarely both do) and gives the other states the levels.
   """
-  values = q_network(observations, training=False)[0].numpy()
+  head = _output_head(q_network)
+  if head is None:
+    return 1.0
+  values = _network_outputs(q_network, inputs).numpy()
   scale = float(np.quantile(np.abs(values).max(-1), quantile))
   if not scale > 0:
     return 1.0
-  head = q_network.layers[-1]
   kernel, bias = head.get_weights()
   head.set_weights([kernel / scale, bias / scale])
   return scale
 
 
 def fold_normalization(policy_network: network_lib.Network,
-                       normalizer: ObservationNormalizer) -> None:
-  """Makes the network take normalized observations, in place and exactly.
+                       normalizer: ObservationNormalizer) -> bool:
+  """Makes the network take normalized observations, in place and exactly;
+  False (nothing changed) unless its first layer with weights is a Dense
+  layer on the flattened observation.
 
   With z = (x - shift) / scale, the first layer W x + b becomes
   (W diag(scale)) z + (b + W shift).
   """
-  first = next(layer for layer in policy_network.layers
-               if isinstance(layer, tf.keras.layers.Dense))
+  layers = _weighted_layers(policy_network)
+  first = layers[0] if layers else None
+  if (not isinstance(first, tf.keras.layers.Dense) or
+      first.kernel.shape[0] != normalizer.scale.size):
+    return False
   kernel, bias = first.get_weights()
   first.set_weights([kernel * normalizer.scale.reshape(-1, 1),
                      bias + normalizer.shift.reshape(-1) @ kernel])
+  return True
 
 
 def equalize_layers(policy_network: network_lib.Network,
-                    passes: int = 4) -> None:
+                    passes: int = 4) -> bool:
   """Evens out each hidden unit's weight range between its two layers, in
-  place and exactly (cross-layer equalization, Nagel et al. 2019).
+  place and exactly (cross-layer equalization, Nagel et al. 2019); False
+  if no two Dense layers follow each other through a ReLU.
 
   int8 weights have one scale per matrix here (TFLite 2.15 has no
   per-channel FULLY_CONNECTED), so a unit whose weights are small next to the
@@ -99,30 +166,56 @@ def equalize_layers(policy_network: network_lib.Network,
   weights and bias by 1 / s_j and its outgoing weights by s_j gives the same
   outputs; s_j makes both ranges the geometric mean of the two.
   """
-  dense = [layer for layer in policy_network.layers
-           if isinstance(layer, tf.keras.layers.Dense)]
+  layers = _weighted_layers(policy_network)
+  pairs = [(first, second) for first, second in zip(layers[:-1], layers[1:])
+           if isinstance(first, tf.keras.layers.Dense) and
+           isinstance(second, tf.keras.layers.Dense) and
+           _activation(first) == 'relu' and first.use_bias
+           and first.kernel.shape[1] == second.kernel.shape[0]]
   for _ in range(passes):
-    for first, second in zip(dense[:-1], dense[1:]):
-      if first.activation is not tf.keras.activations.relu:
-        continue
+    for first, second in pairs:
       kernel_in, bias_in = first.get_weights()
-      kernel_out, bias_out = second.get_weights()
+      kernel_out, *rest_out = second.get_weights()
       range_in = np.abs(kernel_in).max(0)
       range_out = np.abs(kernel_out).max(1)
       usable = (range_in > 0) & (range_out > 0)
       scale = np.where(usable, np.sqrt(range_in / np.where(usable, range_out,
                                                            1.0)), 1.0)
       first.set_weights([kernel_in / scale, bias_in / scale])
-      second.set_weights([kernel_out * scale[:, None], bias_out])
+      second.set_weights([kernel_out * scale[:, None], *rest_out])
+  return bool(pairs)
+
+
+def exactly(policy_network: network_lib.Network,
+            transform: Callable[[], object], inputs: np.ndarray,
+            expected: np.ndarray, relative_tolerance: float = 1e-3) -> bool:
+  """Runs `transform` on the network in place and keeps it only if the
+  network then gives `expected` on `inputs` (to float rounding); otherwise
+  puts the weights back. A transform that returns False (nothing to do)
+  counts as not applied. Layer shapes and orders differ between networks:
+  this is what makes each transform safe on a network it was not written
+  for."""
+  weights = policy_network.get_weights()
+  if transform() is not False:
+    outputs = _network_outputs(policy_network, inputs).numpy()
+    tolerance = relative_tolerance * max(1.0, float(np.abs(expected).max()))
+    if (outputs.shape == expected.shape and
+        float(np.abs(outputs - expected).max()) <= tolerance):
+      return True
+  policy_network.set_weights(weights)
+  return False
 
 
 def outputs_function(policy_network: network_lib.Network, clip: bool):
-  """The traced function `convert` converts: normalized observation ->
-  outputs, clipped to [-1, 1] if `clip`. It reads the network's variables,
-  so one trace serves every later weight of the same network."""
+  """The traced function `convert` converts: the network's input (normalized
+  observation, or raw uint8 pixels) -> outputs, clipped to [-1, 1] if
+  `clip`. It reads the network's variables, so one trace serves every later
+  weight of the same network."""
   observation_spec = policy_network.input_tensor_spec
-  signature = tf.TensorSpec([1, *observation_spec.shape], tf.float32,
-                            name='observation')
+  signature = tf.TensorSpec(
+      [1, *observation_spec.shape],
+      tf.uint8 if takes_pixels(policy_network) else tf.float32,
+      name='observation')
 
   @tf.function(input_signature=[signature])
   def outputs(observation):
@@ -131,6 +224,24 @@ def outputs_function(policy_network: network_lib.Network, clip: bool):
     return tf.clip_by_value(values, -1.0, 1.0) if clip else values
 
   return outputs.get_concrete_function()
+
+
+def pixel_calibration(observations: np.ndarray, spec) -> np.ndarray:
+  """Pixel calibration observations, with one frame at the spec's minimum
+  but for one pixel per channel at its maximum.
+
+  The model's first quantized tensor takes its range from calibration; over
+  the spec's whole range, 256 pixel values get 256 int8 levels, and every
+  pixel maps to its own level. A frame of single bright pixels stretches no
+  later layer further than a real bright pixel does.
+  """
+  minimum = np.broadcast_to(
+      np.asarray(getattr(spec, 'minimum', 0), np.uint8), spec.shape)
+  maximum = np.broadcast_to(
+      np.asarray(getattr(spec, 'maximum', 255), np.uint8), spec.shape)
+  frame = minimum.copy()
+  frame[(0,) * (len(spec.shape) - 1)] = maximum[(0,) * (len(spec.shape) - 1)]
+  return np.concatenate([np.asarray(observations, np.uint8), frame[None]])
 
 
 # Dynamic-range int8 (int8 weights, float activations, no calibration) is
@@ -173,7 +284,14 @@ def convert(policy_network: network_lib.Network, precision: str,
   elif precision == 'int8':
     if calibration_observations is None or not len(calibration_observations):
       raise ActorQError('int8 export needs calibration observations')
-    observations = np.asarray(calibration_observations, np.float32)
+    if takes_pixels(policy_network):
+      observations = pixel_calibration(calibration_observations,
+                                       policy_network.input_tensor_spec)
+    else:
+      observations = np.asarray(calibration_observations, np.float32)
+      # Pixels stay uint8: the model casts them itself (one CAST and
+      # QUANTIZE in its first op, no pass in the actor's Python).
+      converter.inference_input_type = tf.int8
 
     def representative_dataset():
       for observation in observations:
@@ -182,16 +300,31 @@ def convert(policy_network: network_lib.Network, precision: str,
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative_dataset
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
     converter.inference_output_type = tf.int8
   try:
     return converter.convert()
   except Exception as e:  # pylint: disable=broad-except
     # The converter raises ConverterError, ValueError or RuntimeError
     # depending on the stage; all mean "this network does not convert".
-    message = str(e).strip().splitlines()
     raise ActorQError(f'{precision} TFLite conversion failed: '
-                      f'{message[0] if message else type(e).__name__}') from e
+                      f'{conversion_failure(str(e))}') from e
+
+
+def conversion_failure(message: str) -> str:
+  """The converter's error in one line that names the layer it came from,
+  where the message locates it (TF op names carry their Keras layer's
+  name: 'sequential/my_layer/Cumsum')."""
+  lines = [line.strip() for line in message.strip().splitlines()
+           if line.strip()]
+  reason = next((line for line in lines if 'error:' in line), None)
+  reason = (reason.split('error:', 1)[1].strip() if reason
+            else lines[0] if lines else 'unknown error')
+  located = re.search(r'loc\(.*?"([^"@]+/[^"@]+)@', message)
+  if not located:
+    return reason
+  parts = located.group(1).split('/')
+  # The op is the last part; the layer is the one before it.
+  return f'layer {parts[-2]!r} (op {parts[-1]}): {reason}'
 
 
 # Bytes per weight that each precision stores, and the dtypes of its
@@ -205,17 +338,22 @@ _STORAGE = {
 
 
 def check_precision(model_bytes: bytes, precision: str,
-                    parameter_count: int) -> None:
+                    parameter_count: int, pixel_input: bool = False) -> None:
   """Raises ActorQError unless the model is stored as `precision` says.
 
-  Every weight matrix must have the precision's dtype, the input and output
-  the dtype the precision runs (int8 only for full int8), and the bytes must
-  be close to parameter_count times the precision's bytes per weight.
+  Every weight matrix and convolution kernel must have the precision's
+  dtype, the input and output the dtype the precision runs (int8 only for
+  full int8; uint8 input at every precision if `pixel_input`), and the
+  bytes must be close to parameter_count times the precision's bytes per
+  weight.
   """
   weight_bytes, weight_dtype, io_dtype = _STORAGE[precision]
   interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  # Weights, not activations: at batch 1 an activation's first dimension
+  # is 1, a weight's is its number of output units or filters.
   matrices = [t for t in interpreter.get_tensor_details()
-              if len(t['shape']) == 2 and min(t['shape']) > 1]
+              if len(t['shape']) >= 2 and t['shape'][0] > 1 and
+              np.prod(t['shape'][1:]) > 1]
   # fp16 and int8 weights may have float32 copies made at load time; what
   # counts is that the stored weights hold most parameters (dynamic-range
   # quantization leaves matrices under 1,024 weights in float).
@@ -224,8 +362,10 @@ def check_precision(model_bytes: bytes, precision: str,
   other = sorted({np.dtype(t['dtype']).name for t in matrices
                   if t['dtype'] != weight_dtype})
   io_dtypes = {np.dtype(d['dtype']).name for d in
-               interpreter.get_input_details() +
                interpreter.get_output_details()}
+  input_dtypes = {np.dtype(d['dtype']).name for d in
+                  interpreter.get_input_details()}
+  expected_input = 'uint8' if pixel_input else np.dtype(io_dtype).name
   expected = parameter_count * weight_bytes
   # Biases (int32 in int8 models) and the flatbuffer's own tables on top.
   low, high = 0.9 * expected, 1.25 * expected + 32_768
@@ -236,8 +376,10 @@ def check_precision(model_bytes: bytes, precision: str,
   if precision == 'fp32' and other:
     problems.append(f'weight matrices of {other}')
   if io_dtypes != {np.dtype(io_dtype).name}:
-    problems.append(f'input and output {sorted(io_dtypes)}, not '
+    problems.append(f'output {sorted(io_dtypes)}, not '
                     f'{np.dtype(io_dtype).name}')
+  if input_dtypes != {expected_input}:
+    problems.append(f'input {sorted(input_dtypes)}, not {expected_input}')
   if not low <= len(model_bytes) <= high:
     problems.append(f'{len(model_bytes):,} bytes, outside {low:,.0f} to '
                     f'{high:,.0f} for {parameter_count:,} parameters')
@@ -269,13 +411,16 @@ class ModelCheck:
 def _outputs_or_failure(model_bytes, policy_network, observations,
                         normalizer):
   """(fp32 outputs, model outputs), or a failed ModelCheck."""
-  observations = np.asarray(observations, np.float32)
-  normalized = normalizer(observations) if normalizer else observations
-  reference = _network_outputs(policy_network, normalized).numpy()
+  reference = _network_outputs(
+      policy_network,
+      network_inputs(policy_network, observations, normalizer)).numpy()
   if not np.all(np.isfinite(reference)):
     return ModelCheck(False, 'the fp32 network gives non-finite outputs', {})
   try:
-    outputs = TFLiteModel(model_bytes, normalizer).outputs(observations)
+    outputs = TFLiteModel(model_bytes, normalizer).outputs(
+        np.asarray(observations, policy_network.input_tensor_spec.dtype
+                   .as_numpy_dtype if takes_pixels(policy_network)
+                   else np.float32))
   except ActorQError as e:
     return ModelCheck(False, e.message, {})
   if not np.all(np.isfinite(outputs)):
@@ -413,14 +558,25 @@ class QValueOutputs:
   def full_range(self) -> 'QValueOutputs':
     return dataclasses.replace(self, q_output_quantile=None)
 
-  def prepare(self, network: network_lib.Network,
-              observations: np.ndarray) -> float:
+  def prepare(self, network: network_lib.Network, inputs: np.ndarray
+             ) -> Tuple[float, List[str]]:
     """Readies the network for post-training quantization, in place (same
-    argmax); returns the output scale."""
-    centre_q_values(network)
-    if self.q_output_quantile is None:
-      return 1.0
-    return scale_q_head(network, observations, self.q_output_quantile)
+    argmax), where its head allows it exactly on `inputs`; returns the
+    output scale and the transforms applied."""
+    before = _network_outputs(network, inputs).numpy()
+    centred = before - before.mean(-1, keepdims=True)
+    if not exactly(network, lambda: centre_q_values(network), inputs,
+                   centred):
+      return 1.0, []
+    scale = (float(np.quantile(np.abs(centred).max(-1),
+                               self.q_output_quantile))
+             if self.q_output_quantile is not None else 0.0)
+    if not scale > 0 or not exactly(
+        network, lambda: scale_q_head(network, inputs,
+                                      self.q_output_quantile),
+        inputs, centred / scale):
+      return 1.0, ['centre_q_values']
+    return scale, ['centre_q_values', 'scale_q_head']
 
   def check(self, model_bytes: bytes, network: network_lib.Network,
             observations: np.ndarray, normalizer, output_scale: float,
@@ -466,10 +622,10 @@ class ActionOutputs:
   def full_range(self) -> 'ActionOutputs':
     return self  # Actions always keep their whole range.
 
-  def prepare(self, network: network_lib.Network,
-              observations: np.ndarray) -> float:
-    del network, observations  # Converted as it is.
-    return 1.0
+  def prepare(self, network: network_lib.Network, inputs: np.ndarray
+             ) -> Tuple[float, List[str]]:
+    del network, inputs  # Converted as it is.
+    return 1.0, []
 
   def check(self, model_bytes: bytes, network: network_lib.Network,
             observations: np.ndarray, normalizer, output_scale: float,
@@ -605,6 +761,9 @@ class PolicyExporter:
     # long run does not keep every model's bytes.
     self.results: Sequence[ExportResult] = []
     self.versions_exported = 0
+    # The weight transforms that were exact on this network (see
+    # `_transform`), at the newest export.
+    self.transforms: List[str] = []
     # Models its check refused: shown in the learner's status, TensorBoard
     # and the launcher's progress line.
     self.refused_exports = 0
@@ -666,14 +825,17 @@ class PolicyExporter:
                       'weights.', version)
       return
     self._snapshot_network.set_weights(weights)
-    output_scale = 1.0
+    output_scale, transforms = 1.0, []
     if self._quantization_aware:
       # Exported as it was trained, with its own normalization.
       normalizer = self._snapshot_network.observation_normalizer
     else:
-      normalizer = ObservationNormalizer.from_observations(observations,
-                                                           extremes)
-      output_scale = self._transform(observations, normalizer)
+      output_scale, normalizer, transforms = self._transform(
+          observations, extremes)
+    if transforms != self.transforms:
+      logging.info('Transforms that are exact on this network, applied '
+                   'before conversion: %s.', ', '.join(transforms) or 'none')
+      self.transforms = transforms
     if extremes is not None and len(extremes):
       observations = np.concatenate([observations, extremes])
     results, passed = [], []
@@ -684,7 +846,9 @@ class PolicyExporter:
         self._traced_outputs[clip] = outputs_function(self._snapshot_network,
                                                       clip)
       model_bytes = convert(self._snapshot_network, precision,
-                            normalizer(observations), clip_outputs=clip,
+                            network_inputs(self._snapshot_network,
+                                           observations, normalizer),
+                            clip_outputs=clip,
                             traced_outputs=self._traced_outputs[clip])
       seconds = time.monotonic() - start
       check = self.outputs.check(model_bytes, self._snapshot_network,
@@ -705,14 +869,28 @@ class PolicyExporter:
     if passed:
       self._publish(passed, weights)
 
-  def _transform(self, observations, normalizer) -> float:
+  def _transform(self, observations, extremes):
     """Readies the snapshot for post-training quantization, in place (same
-    greedy actions); returns the output scale."""
-    output_scale = self.outputs.prepare(self._snapshot_network, observations)
-    fold_normalization(self._snapshot_network, normalizer)
-    if self._equalize:
-      equalize_layers(self._snapshot_network)
-    return output_scale
+    greedy actions), each transform only where it is exact on the
+    calibration observations; returns the output scale, the normalizer the
+    model takes and the transforms applied."""
+    network = self._snapshot_network
+    raw = network_inputs(network, observations)
+    output_scale, transforms = self.outputs.prepare(network, raw)
+    normalizer = ObservationNormalizer.identity(
+        network.input_tensor_spec.shape)
+    if not takes_pixels(network):
+      fitted = ObservationNormalizer.from_observations(raw, extremes)
+      if exactly(network, lambda: fold_normalization(network, fitted),
+                 fitted(raw), _network_outputs(network, raw).numpy()):
+        normalizer = fitted
+        transforms.append('fold_normalization')
+    inputs = network_inputs(network, observations, normalizer)
+    if self._equalize and exactly(
+        network, lambda: equalize_layers(network), inputs,
+        _network_outputs(network, inputs).numpy()):
+      transforms.append('equalize_layers')
+    return output_scale, normalizer, transforms
 
   def _save(self, result: ExportResult, output_scale: float,
             weights: Sequence[np.ndarray]) -> None:
@@ -725,7 +903,7 @@ class PolicyExporter:
         version=result.version, precision=result.precision,
         check=result.check.figures,
         output=self.outputs.description(self._quantization_aware),
-        output_scale=output_scale)
+        output_scale=output_scale, transforms=self.transforms)
 
 
 def save_model_files(path: str, model_bytes: bytes,

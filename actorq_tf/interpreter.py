@@ -37,8 +37,13 @@ class TFLiteModel:
       self._interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as e:
       raise ActorQError(f'model bytes do not load in TFLite: {e}') from e
-    self._input = self._interpreter.get_input_details()[0]
-    self._output = self._interpreter.get_output_details()[0]
+    inputs = self._interpreter.get_input_details()
+    outputs = self._interpreter.get_output_details()
+    if len(inputs) != 1 or len(outputs) != 1:
+      raise ActorQError(f'the model has {len(inputs)} inputs and '
+                        f'{len(outputs)} outputs; a policy model maps one '
+                        f'observation tensor to one output tensor')
+    self._input, self._output = inputs[0], outputs[0]
     self._input_index = self._input['index']
     self._output_index = self._output['index']
     self._input_dtype = self._input['dtype']
@@ -47,6 +52,12 @@ class TFLiteModel:
     self._batch_size = int(self._input['shape'][0])
     self._quantized_input = self._input_dtype == np.int8
     self._quantized_output = self._output['dtype'] == np.int8
+    # A pixel model takes the uint8 image as it is (it casts and quantizes
+    # it in its first op): no per-step pass over the observation here.
+    self._raw_input = self._input_dtype == np.uint8
+    if self._raw_input and normalizer is not None and not normalizer.is_identity:
+      raise ActorQError('a model with uint8 (pixel) input takes raw pixels; '
+                        'it came with an observation normalizer')
     self._int8_min = np.full(self.observation_shape, -128, np.float32)
     self._int8_max = np.full(self.observation_shape, 127, np.float32)
     # Functions returning numpy views of the interpreter's buffers; a view
@@ -82,7 +93,9 @@ class TFLiteModel:
 
   def _affine(self, observations: np.ndarray) -> np.ndarray:
     """Normalized (and, for int8 inputs, quantized) observations, as floats
-    ready to be cast to the input's dtype."""
+    ready to be cast to the input's dtype; pixels as they are."""
+    if self._raw_input:
+      return observations
     affine = observations * self._input_multiplier
     affine += self._input_offset
     if self._quantized_input:

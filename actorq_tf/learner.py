@@ -155,7 +155,7 @@ def train(root_dir: str,
   step_lock = threading.Lock()  # Held while the weights change or are read.
   export_trigger = ExportTrigger(
       exporter, replay.RecentObservations(
-          server_address, env.observation_spec().shape,
+          server_address, env.observation_spec(),
           num_calibration_observations),
       export.ObservationExtremes(calibration_extremes_window),
       export_interval, step_lock)

@@ -9,7 +9,7 @@ int8 fake-quantization (tensorflow-model-optimization), so that the int8
 model the actors run is the network that was trained.
 """
 import importlib
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import gin
 import numpy as np
@@ -20,6 +20,8 @@ from tf_agents.networks import network
 from tf_agents.networks import sequential
 from tf_agents.specs import tensor_spec
 
+from actorq_tf import config
+from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
 from actorq_tf.normalization import spec_bounds
 
@@ -64,6 +66,48 @@ def set_seed(seed: int) -> None:
   networks built after it start from other weights in every process.
   """
   tf.keras.utils.set_random_seed(seed)
+
+
+# A user's policy network: factory(observation_spec, action_spec) -> Network,
+# or its import path. TF-Agents' own networks take exactly these two first
+# arguments (q_network.QNetwork, ddpg's actor_network.ActorNetwork).
+NetworkFactory = Union[str, Callable[..., network.Network]]
+
+
+def build_policy_network(factory: NetworkFactory,
+                         observation_spec: tensor_spec.TensorSpec,
+                         action_spec: tensor_spec.BoundedTensorSpec,
+                         output_size: int, setting: str) -> network.Network:
+  """`factory(observation_spec, action_spec)`, with its variables created,
+  if it is a TF-Agents Network mapping one observation to `output_size`
+  values; otherwise ActorQError naming `setting` (the gin binding)."""
+  make = config.resolve_callable(factory, setting)
+  name = getattr(make, '__name__', repr(make))
+  try:
+    policy_network = make(observation_spec, action_spec)
+  except ActorQError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise ActorQError(f'{setting} {name} failed: {type(e).__name__}: '
+                      f'{str(e).strip().splitlines()[0] if str(e).strip() else ""}'
+                      ) from e
+  if not isinstance(policy_network, network.Network):
+    raise ActorQError(
+        f'{setting} {name} returned a {type(policy_network).__name__}, not a '
+        f'TF-Agents Network (Keras layers go in '
+        f'tf_agents.networks.sequential.Sequential)')
+  try:
+    output_spec = policy_network.create_variables(observation_spec)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ActorQError(f'{setting} {name} does not take the observations '
+                      f'{observation_spec.dtype.name}{list(observation_spec.shape)}: '
+                      f'{type(e).__name__}: {str(e).strip().splitlines()[0]}'
+                      ) from e
+  shape = tuple(getattr(output_spec, 'shape', ()) or ())
+  if tf.nest.is_nested(output_spec) or shape != (output_size,):
+    raise ActorQError(f'{setting} {name} outputs {output_spec}, the policy '
+                      f'needs {output_size} values per observation')
+  return policy_network
 
 
 @gin.configurable

@@ -44,6 +44,10 @@ class ObservationNormalizer:
       scale = np.maximum(scale, distance.max(axis=0) / extremes_within)
     return cls(mean.astype(np.float32), scale.astype(np.float32))
 
+  @property
+  def is_identity(self) -> bool:
+    return bool(np.all(self.shift == 0) and np.all(self.scale == 1))
+
   def __call__(self, observations: np.ndarray) -> np.ndarray:
     return (observations - self.shift) / self.scale
 

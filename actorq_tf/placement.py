@@ -52,8 +52,7 @@ class RoleProcess:
 
   def _start(self) -> None:
     env = dict(os.environ)
-    env['PYTHONPATH'] = os.pathsep.join(
-        p for p in (run_directory.PROJECT_ROOT, env.get('PYTHONPATH')) if p)
+    env['PYTHONPATH'] = run_directory.roles_python_path()
     with open(self.log_path, 'ab') as log:
       # A session of its own: Ctrl-C reaches only the launcher, which then
       # stops the roles in order.

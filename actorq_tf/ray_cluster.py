@@ -334,10 +334,10 @@ class RayCluster:
     self._roles: Dict[str, RayRole] = {}
     # Every evaluation read so far, in the order of their versions.
     self._results: List[Dict] = []
-    # Workers find this checkout's code first, as role processes do.
-    runtime_env = {'env_vars': {'PYTHONPATH': os.pathsep.join(
-        p for p in (run_directory.PROJECT_ROOT, os.environ.get('PYTHONPATH'))
-        if p)}}
+    # Workers find this checkout's code first, and the user's modules, as
+    # role processes do.
+    runtime_env = {'env_vars': {
+        'PYTHONPATH': run_directory.roles_python_path()}}
     init_args = dict(address=address, runtime_env=runtime_env,
                      logging_level='ERROR', log_to_driver=False)
     if address is None:

@@ -117,7 +117,8 @@ def recent_observations_table(observation_spec, capacity: int = 2048
       max_size=capacity,
       max_times_sampled=0,
       rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=tf.TensorSpec(observation_spec.shape, tf.float32,
+      signature=tf.TensorSpec(observation_spec.shape,
+                              tf.as_dtype(observation_spec.dtype),
                               'observation'))
 
 
@@ -131,11 +132,12 @@ class RecentObservations:
   then cleared: the next call sees only what came after.
   """
 
-  def __init__(self, server_address: str, observation_shape, count: int,
+  def __init__(self, server_address: str, observation_spec, count: int,
                min_fresh: int = 64, rate_limiter_timeout_ms: int = 1_000):
     self._client = reverb.Client(server_address)
     self._server_address = server_address
-    self._shape = tf.TensorShape(observation_shape)
+    self._shape = tf.TensorShape(observation_spec.shape)
+    self._dtype = tf.as_dtype(observation_spec.dtype)
     self._count = count
     self._min_fresh = min_fresh
     self._timeout_ms = rate_limiter_timeout_ms
@@ -160,7 +162,7 @@ class RecentObservations:
       return None
     dataset = reverb.TrajectoryDataset(
         self._server_address, table=RECENT_OBSERVATIONS_TABLE,
-        dtypes=tf.float32, shapes=self._shape,
+        dtypes=self._dtype, shapes=self._shape,
         max_in_flight_samples_per_worker=self._count,
         rate_limiter_timeout_ms=self._timeout_ms, max_samples=self._count)
     try:

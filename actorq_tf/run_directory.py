@@ -31,6 +31,16 @@ from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
+def roles_python_path() -> str:
+  """The PYTHONPATH every role process gets: this checkout first, then the
+  directory the run was launched from (where a user's own environment and
+  network modules usually are: gin files `import` them in every role), then
+  the launcher's own PYTHONPATH."""
+  return os.pathsep.join(dict.fromkeys(
+      p for p in (PROJECT_ROOT, os.getcwd(), os.environ.get('PYTHONPATH'))
+      if p))
+
 CONFIG_FILE = 'config.gin'
 RUN_IDENTITY_FILE = 'run.json'
 SUMMARY_FILE = 'summary.json'

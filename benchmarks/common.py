@@ -67,7 +67,7 @@ def play(env, act, episodes: int, seed: int, noise: float = 0.0):
   discrete = environments.is_discrete(env)
   observations, total_return = [], 0.0
   for episode in range(episodes):
-    env.seed(seed + episode)
+    environments.seed_environment(env, seed + episode)
     time_step = env.reset()
     while not time_step.is_last():
       observation = np.asarray(time_step.observation, np.float32)

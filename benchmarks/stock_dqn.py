@@ -93,7 +93,7 @@ def train_to_target(root_dir: str, seed: int = 0,
   if not isinstance(algorithm, dqn.DqnBuilder):
     raise ActorQError('the stock baseline is DQN; the config trains '
                       f'{algorithm.name}')
-  env.seed(seed)
+  environments.seed_environment(env, seed)
   eval_envs = [environments.load_environment() for _ in range(
       bound(evaluation.run_evaluator, 'num_episodes'))]
   eval_seeds = [10**6 + seed * 1000 + i for i in range(len(eval_envs))]

@@ -402,7 +402,8 @@ def test_a_model_must_be_stored_as_the_precision_it_names():
   for precision, model_bytes in models.items():
     export.check_precision(model_bytes, precision, network.count_params())
   with pytest.raises(ActorQError, match=r'the int8 model is not what it '
-                     r'names: .*input and output \[.float32.\], not int8'):
+                     r'names: .*output \[.float32.\], not int8; '
+                     r'input \[.float32.\], not int8'):
     export.check_precision(models['fp32'], 'int8', network.count_params())
   with pytest.raises(ActorQError, match='bytes, outside'):
     export.check_precision(models['fp32'], 'fp16', network.count_params())

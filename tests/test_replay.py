@@ -36,7 +36,9 @@ def _server(recent_capacity, sequence_length=2, **replay_table_settings):
 def test_calibration_sees_only_observations_sent_since_the_last_export():
   server = _server(recent_capacity=8)
   client = reverb.Client(f'localhost:{server.port}')
-  recent = replay.RecentObservations(f'localhost:{server.port}', [3], 64,
+  recent = replay.RecentObservations(f'localhost:{server.port}',
+                                     tensor_spec.TensorSpec([3], tf.float32),
+                                     64,
                                      min_fresh=4, rate_limiter_timeout_ms=200)
   assert recent.sample() is None and recent.fresh_count == 0
   writer = replay.ExperienceWriter(client, sequence_length=2,
