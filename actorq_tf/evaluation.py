@@ -71,7 +71,7 @@ def greedy_returns(envs, greedy_actions: Callable[[np.ndarray], np.ndarray],
   running = list(range(len(envs)))
   while running:
     actions = greedy_actions(
-        np.stack([observations[i] for i in running]).astype(np.float32))
+        np.stack([observations[i] for i in running]))
     still_running = []
     for i, action in zip(running, actions):
       observations[i], reward, _, last = steppers[i].step(
@@ -172,7 +172,8 @@ def run_evaluator(root_dir: str,
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
 
   @tf.function(input_signature=[tf.TensorSpec(
-      [None, *env.observation_spec().shape], tf.float32)])
+      [None, *env.observation_spec().shape],
+      tf.as_dtype(env.observation_spec().dtype))])
   def fp32_greedy_actions(observations):
     outputs, _ = policy_network(observations, training=False)
     return algorithm.greedy_actions(outputs, action_spec)
