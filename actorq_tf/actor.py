@@ -235,6 +235,7 @@ def run_actor(root_dir: str,
   # The watchdog ends the process if it is not stopped: it must not outlive
   # an actor that raised in the caller's process (benchmarks, tests).
   try:
+    replay.check_same_environment(client, algorithm.collect_data_spec(env))
     sequence_length = replay.sequence_length_of(client)
     experience_writer = replay.ExperienceWriter(
         client, sequence_length, give_up_s=server_timeout_s,

@@ -54,6 +54,12 @@ class AlgorithmBuilder(abc.ABC):
             train_step: tf.Variable) -> tf_agent.TFAgent:
     """The configured agent that trains `policy_network`."""
 
+  def users_policy_network(self) -> bool:
+    """Whether the policy network comes from the user's factory rather than
+    the library's own (which are known to convert): launches try to convert
+    a user's network before anything starts."""
+    return False
+
   def create_agent(self, env: py_environment.PyEnvironment,
                    train_step: tf.Variable
                   ) -> Tuple[tf_agent.TFAgent, network.Network]:

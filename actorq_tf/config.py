@@ -78,6 +78,17 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
                       f'{first_line}') from e
 
 
+def is_bound(configurable, parameter: str) -> bool:
+  """Whether the parsed gin config binds `parameter` of a configurable
+  (unscoped), to a value or a reference."""
+  module = configurable.__module__.split('.')[-1]
+  try:
+    gin.query_parameter(f'{module}.{configurable.__name__}.{parameter}')
+  except ValueError:
+    return False
+  return True
+
+
 def bound_parameter(configurable, parameter: str):
   """`parameter` of a gin-configurable function as the parsed config binds
   it (unscoped; a macro or reference is an ActorQError), else the

@@ -331,6 +331,9 @@ class D4pgBuilder(AlgorithmBuilder):
   def policy_network(self, env):
     return policy_network(env)
 
+  def users_policy_network(self):
+    return config.is_bound(policy_network, 'factory')
+
   def agent(self, env, policy_network, train_step):
     action_size(env)
     return create_d4pg_agent(env, policy_network, train_step)

@@ -102,6 +102,9 @@ class DqnBuilder(AlgorithmBuilder):
   def policy_network(self, env):
     return policy_network(env)
 
+  def users_policy_network(self):
+    return config.is_bound(policy_network, 'factory')
+
   def agent(self, env, policy_network, train_step):
     number_of_actions(env)
     return create_dqn_agent(env, policy_network, train_step)

@@ -350,4 +350,4 @@ def random_walk_observations(env: py_environment.PyEnvironment, count: int,
     time_step = env.step(np.asarray(action, spec.dtype))
     if time_step.is_last():
       time_step = env.reset()
-  return np.array(observations, np.float32)
+  return np.array(observations, env.observation_spec().dtype)

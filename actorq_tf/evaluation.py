@@ -26,6 +26,7 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
@@ -158,6 +159,7 @@ def run_evaluator(root_dir: str,
                                              version)
   checkpoint = tf.train.Checkpoint(policy_network=policy_network)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
+  replay.check_same_environment(client, algorithm.collect_data_spec(env))
   container = reverb_variable_container.ReverbVariableContainer(
       server_address, table_names=[model_channel.VARIABLES_TABLE])
   puller = model_channel.ModelPuller(client, 'int8')

@@ -217,7 +217,10 @@ def outputs_function(policy_network: network_lib.Network, clip: bool):
       tf.uint8 if takes_pixels(policy_network) else tf.float32,
       name='observation')
 
-  @tf.function(input_signature=[signature])
+  # Without autograph: the network's Python control flow is on static
+  # values, and converting TF-Agents' and Keras's call code took 11 s of a
+  # fresh process's first export.
+  @tf.function(input_signature=[signature], autograph=False)
   def outputs(observation):
     values = _network_outputs(policy_network, observation)
     # The converter fuses this clip into the last layer (RELU_N1_TO_1).
@@ -267,9 +270,10 @@ def convert(policy_network: network_lib.Network, precision: str,
   # (2.0 s against 0.6 s per quantization-aware export, measured alone).
   holder = tf.Module()
   holder.variables_ = list(policy_network.variables)
+  traced_outputs = traced_outputs or outputs_function(policy_network,
+                                                      clip_outputs)
   converter = tf.lite.TFLiteConverter.from_concrete_functions(
-      [traced_outputs or outputs_function(policy_network, clip_outputs)],
-      holder)
+      [traced_outputs], holder)
   if precision == DYNAMIC_RANGE_INT8:
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
   elif precision == 'fp16':
@@ -304,27 +308,46 @@ def convert(policy_network: network_lib.Network, precision: str,
   try:
     return converter.convert()
   except Exception as e:  # pylint: disable=broad-except
-    # The converter raises ConverterError, ValueError or RuntimeError
-    # depending on the stage; all mean "this network does not convert".
-    raise ActorQError(f'{precision} TFLite conversion failed: '
-                      f'{conversion_failure(str(e))}') from e
+    layer_names = [layer.name for layer in _leaf_layers(policy_network)]
+    reason = conversion_failure(str(e), traced_outputs, layer_names)
+    raise ActorQError(f'{precision} TFLite conversion failed: {reason}'
+                     ) from e
 
 
-def conversion_failure(message: str) -> str:
-  """The converter's error in one line that names the layer it came from,
-  where the message locates it (TF op names carry their Keras layer's
-  name: 'sequential/my_layer/Cumsum')."""
+def conversion_failure(message: str, traced_outputs,
+                       layer_names: Sequence[str] = ()) -> str:
+  """The converter's error in one line, naming the layer of the op it
+  refused where the traced function has it (op names carry their Keras
+  layer's: 'sequential/my_layer/BesselI0e'); `layer_names`: the network's
+  layers, to pick the layer out of the op's name scope."""
   lines = [line.strip() for line in message.strip().splitlines()
            if line.strip()]
   reason = next((line for line in lines if 'error:' in line), None)
   reason = (reason.split('error:', 1)[1].strip() if reason
             else lines[0] if lines else 'unknown error')
-  located = re.search(r'loc\(.*?"([^"@]+/[^"@]+)@', message)
-  if not located:
-    return reason
-  parts = located.group(1).split('/')
-  # The op is the last part; the layer is the one before it.
-  return f'layer {parts[-2]!r} (op {parts[-1]}): {reason}'
+  refused = set(re.findall(r"'tf\.(\w+)' op", message))
+  for operation in traced_outputs.graph.get_operations():
+    if operation.type in refused:
+      scope = operation.name.split('/')[:-1]
+      layer = next((part for part in reversed(scope) if part in layer_names),
+                   scope[-1] if scope else operation.name)
+      return f'layer {layer!r} ({reason})'
+  return reason
+
+
+def check_convertible(policy_network: network_lib.Network,
+                      precisions: Sequence[str],
+                      observations: np.ndarray) -> None:
+  """Converts the network as it is at each of `precisions` and loads the
+  model, or raises ActorQError naming the layer that does not convert:
+  run before training, so that a network TFLite cannot take stops the run
+  before anything starts."""
+  for precision in precisions:
+    model_bytes = convert(
+        policy_network, precision,
+        network_inputs(policy_network, observations)
+        if precision == 'int8' else None)
+    TFLiteModel(model_bytes)
 
 
 # Bytes per weight that each precision stores, and the dtypes of its

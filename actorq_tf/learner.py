@@ -103,6 +103,7 @@ def train(root_dir: str,
     raise ActorQError(f'policy_average_decay must lie in [0, 1), not '
                       f'{policy_average_decay}')
   client = model_channel.wait_for_server(server_address, server_timeout_s)
+  replay.check_same_environment(client, algorithm.collect_data_spec(env))
   policy_average = (PolicyAverage(policy_network, policy_average_decay)
                     if policy_average_decay else None)
   checkpointer = common.Checkpointer(

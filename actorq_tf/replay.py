@@ -209,6 +209,29 @@ def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:
   return int(tf.nest.flatten(signature)[0].shape[0])
 
 
+def check_same_environment(client: reverb.Client, collect_data_spec,
+                           timeout_s: float = 10.0) -> None:
+  """ActorQError unless the server's replay items hold this role's
+  environment's steps: every role must load the same environment (the same
+  gin files), or its items would be refused or misread."""
+  info = client.server_info(timeout=max(1, int(timeout_s)))
+  if REPLAY_TABLE not in info:
+    raise ActorQError(f'the Reverb server has no {REPLAY_TABLE!r} table')
+  # Items are [sequence_length, ...] of each step field.
+  theirs = [f'{s.dtype.name}{list(s.shape)[1:]}'
+            for s in tf.nest.flatten(info[REPLAY_TABLE].signature)]
+  ours = [(path, f'{s.dtype.name}{list(s.shape)}')
+          for path, s in tree.flatten_with_path(collect_data_spec)]
+  if [spec for _, spec in ours] == theirs:
+    return
+  differing = [f'{".".join(map(str, path))} {spec} here, {other} there'
+               for (path, spec), other in zip(ours, theirs) if spec != other]
+  raise ActorQError(
+      'this role\'s environment is not the one the replay server was made '
+      f'for ({"; ".join(differing) or "other step fields"}): give every '
+      'role the same gin files')
+
+
 class ExperienceWriter:
   """Writes overlapping windows of `sequence_length` steps to the replay.
 

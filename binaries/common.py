@@ -14,10 +14,12 @@ from actorq_tf import runtime
 runtime.import_tensorflow()  # Before the modules below import it.
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from actorq_tf import PRECISIONS
+from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import environments
+from actorq_tf import export
 from actorq_tf import launcher
 from actorq_tf.errors import ActorQError
 
@@ -30,6 +32,8 @@ flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings, e.g. '
                           '"actorq_tf.learner.train.batch_size = 128".')
 flags.DEFINE_integer('seed', 0, 'Base random seed.')
 FLAGS = flags.FLAGS
+# Random-walk observations that calibrate the launch's trial conversion.
+PREFLIGHT_OBSERVATIONS = 64
 
 
 def define_server_address_flag():
@@ -88,12 +92,23 @@ def define_launch_flags():
 
 
 def check_launch_flags():
-  """Flag errors a launch reports before it starts anything."""
+  """What a launch refuses before it starts anything: bad flags, a gin
+  config, environment or network that does not load, a network that TFLite
+  cannot take."""
   if FLAGS.num_actors < 1:
     raise ActorQError(f'--num_actors must be at least 1, not '
                       f'{FLAGS.num_actors}')
   parse_gin()
-  agents.check_environment(environments.load_environment())
+  env = environments.load_environment()
+  algorithm = agents.check_environment(env)
+  if algorithm.users_policy_network():
+    # The learner exports int8 at every version (the evaluator compares it
+    # with fp32), and the actors' precision besides.
+    precisions = sorted({'int8', FLAGS.actor_precision} &
+                        set(TFLITE_PRECISIONS))
+    export.check_convertible(
+        algorithm.policy_network(env), precisions,
+        environments.random_walk_observations(env, PREFLIGHT_OBSERVATIONS))
 
 
 def run_settings() -> launcher.RunSettings:
