@@ -90,11 +90,14 @@ def load_environment(env_name: Optional[str] = None,
   or tuple of vectors is flattened into one float32 vector. Anything else
   is refused here, before any role starts.
   """
-  if (env_name is None) == (factory is None):
-    raise ActorQError('give the environment either by name '
-                      '(load_environment.env_name) or by a factory '
-                      '(load_environment.factory), not '
-                      + ('both' if env_name is not None else 'neither'))
+  if env_name is None and factory is None:
+    raise ActorQError('no environment: bind load_environment.env_name or '
+                      'load_environment.factory')
+  if env_name is not None and factory is not None:
+    raise ActorQError(
+        f'load_environment has both a name ({env_name!r}) and a factory; '
+        f'bind load_environment.env_name = None to use the factory in place '
+        f'of an included config\'s name')
   if factory is not None:
     env = _wrap(_call_factory(factory), max_episode_steps)
   else:

@@ -19,6 +19,7 @@ their final checkpoint). So a role:
   - leaves through `exit_process`, on success and on error alike, never
     through interpreter shutdown.
 """
+import contextlib
 import os
 import queue
 import signal
@@ -74,6 +75,28 @@ def import_tensorflow() -> None:
       except subprocess.TimeoutExpired:
         pass  # Something TensorFlow started holds the pipe; the filter
         # ends with it.
+
+
+@contextlib.contextmanager
+def quiet_native_output():
+  """Sends what the process prints to stdout and stderr, C++ included, to
+  nowhere while in the block: the TFLite converter prints pages of MLIR
+  summaries per call, which a launch's trial conversion must not show (its
+  failures reach the user as ActorQErrors)."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  saved = [os.dup(1), os.dup(2)]
+  with open(os.devnull, 'wb') as devnull:
+    os.dup2(devnull.fileno(), 1)
+    os.dup2(devnull.fileno(), 2)
+  try:
+    yield
+  finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, copy in zip((1, 2), saved):
+      os.dup2(copy, fd)
+      os.close(copy)
 
 
 @gin.configurable

@@ -106,9 +106,10 @@ def check_launch_flags():
     # with fp32), and the actors' precision besides.
     precisions = sorted({'int8', FLAGS.actor_precision} &
                         set(TFLITE_PRECISIONS))
-    export.check_convertible(
-        algorithm.policy_network(env), precisions,
-        environments.random_walk_observations(env, PREFLIGHT_OBSERVATIONS))
+    with runtime.quiet_native_output():
+      export.check_convertible(
+          algorithm.policy_network(env), precisions,
+          environments.random_walk_observations(env, PREFLIGHT_OBSERVATIONS))
 
 
 def run_settings() -> launcher.RunSettings:
