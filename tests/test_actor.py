@@ -14,6 +14,7 @@ from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import dqn
 from actorq_tf import exploration
+from actorq_tf import games
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
@@ -278,3 +279,17 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
     assert step_type != StepType.LAST  # a window starts before its boundary
     np.testing.assert_allclose(action, np.clip(model.action(observation),
                                                -1.0, 1.0), atol=1e-6)
+
+
+def test_an_actor_of_another_environment_is_refused_before_it_writes(
+    reverb_server, tmp_path):
+  # The server holds CartPole steps; this actor's gin loads Catch's pixels.
+  with gin.unlock_config():
+    gin.bind_parameter('load_environment.env_name', None)
+    gin.bind_parameter('load_environment.factory', games.Catch)
+  with pytest.raises(ActorQError, match=r"not the one the replay server was "
+                     r"made for \(observation uint8\[10, 5, 1\] here, "
+                     r"float32\[4\] there.*same gin files"):
+    actor.run_actor(str(tmp_path), reverb_server, max_env_steps=10,
+                    server_timeout_s=10)
+  assert _replay_size(reverb_server) == 0

@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.networks import q_network
+from tf_agents.networks import sequential
 from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
@@ -382,15 +384,15 @@ def test_models_too_large_for_one_update_are_refused_before_training(
                      r'update'):
     model_channel.check_model_size('fp32', 2**31)
   env = environments.load_environment()
-  q_network = networks.create_q_network(
+  mlp = networks.create_q_network(
       env.observation_spec(), 2, fc_layer_params=(256, 256))
   # 67,586 parameters: 270 kB in fp32, 68 kB in int8.
   monkeypatch.setattr(model_channel, 'MAX_MODEL_BYTES', 100_000)
   with pytest.raises(ActorQError, match='the fp32 model is 270,344 bytes, '
                      'over the 100,000 bytes'):
-    export.PolicyExporter(q_network, export.QValueOutputs(), ['int8', 'fp32'],
+    export.PolicyExporter(mlp, export.QValueOutputs(), ['int8', 'fp32'],
                           lambda *_: None, str(tmp_path))
-  export.PolicyExporter(q_network, export.QValueOutputs(), ['int8'],
+  export.PolicyExporter(mlp, export.QValueOutputs(), ['int8'],
                         lambda *_: None, str(tmp_path))
 
 
@@ -424,3 +426,140 @@ def test_layer_equalization_is_exact_and_evens_out_unit_ranges():
     kernel = network.get_weights()[0]
     spread_after = np.abs(kernel).max() / np.median(np.abs(kernel).max(0))
     assert spread_after < 0.5 * spread_before, (spread_before, spread_after)
+
+
+# Any TF-Agents network: TF-Agents' own QNetwork, Keras Sequentials, pixels.
+
+_DISCRETE_ACTIONS = tensor_spec.BoundedTensorSpec((), tf.int32, 0, 2)
+
+
+def _image_observations(shape, count=256, seed=0):
+  return np.random.default_rng(seed).normal(
+      size=(count, *shape)).astype(np.float32)
+
+
+def _users_network(factory, observation_spec, seed=0):
+  networks.set_seed(seed)
+  return networks.build_policy_network(factory, observation_spec,
+                                       _DISCRETE_ACTIONS, 3, 'test factory')
+
+
+def _exported(network, observations, tmp_path, precisions=('int8', 'fp32')):
+  exporter = export.PolicyExporter(network, export.QValueOutputs(),
+                                   precisions, lambda *_: None,
+                                   str(tmp_path))
+  return exporter, {r.precision: r for r in exporter.export(1, observations)}
+
+
+@pytest.mark.parametrize('name, factory', [
+    ('QNetwork with a conv layer', lambda o, a: q_network.QNetwork(
+        o, a, conv_layer_params=((8, 3, 1),), fc_layer_params=(32,))),
+    ('conv Sequential', lambda o, a: sequential.Sequential(
+        [tf.keras.layers.Conv2D(16, 3, activation='relu'),
+         tf.keras.layers.Flatten(),
+         tf.keras.layers.Dense(32, activation='relu'),
+         tf.keras.layers.Dense(3)], input_spec=o)),
+])
+def test_tf_agents_and_keras_conv_networks_export_to_full_int8(
+    name, factory, tmp_path):
+  spec = tensor_spec.TensorSpec([6, 6, 3], tf.float32)
+  network = _users_network(factory, spec)
+  observations = _image_observations([6, 6, 3])
+  exporter, results = _exported(network, observations, tmp_path)
+  for precision, result in results.items():
+    assert result.check.passed, (name, precision, result.check.reason)
+    export.check_precision(result.model_bytes, precision,
+                           network.count_params())
+  # The first layer is a convolution: nothing to fold the normalizer into,
+  # so the model takes the observations as they are.
+  assert 'fold_normalization' not in exporter.transforms
+  assert 'centre_q_values' in exporter.transforms
+  assert results['int8'].normalizer.is_identity
+  model = TFLiteModel(results['int8'].model_bytes, results['int8'].normalizer)
+  assert model.is_quantized and 'CONV_2D' in model.op_names()
+  agreement = np.mean(model.greedy_actions(observations) ==
+                      np.argmax(network(observations)[0], -1))
+  assert agreement >= 0.9, (name, agreement)
+
+
+def test_transforms_apply_only_where_they_are_exact(tmp_path):
+  # TF-Agents' QNetwork on vectors: its Dense layers sit inside an
+  # EncodingNetwork. All transforms fold in there, but not the normalizer
+  # when a preprocessing layer stands before the first Dense layer.
+  plain = _users_network(lambda o, a: q_network.QNetwork(
+      o, a, fc_layer_params=(32, 32)), OBSERVATION_SPEC)
+  exporter, results = _exported(plain, _observations(), tmp_path / 'plain')
+  assert exporter.transforms == ['centre_q_values', 'scale_q_head',
+                                 'fold_normalization', 'equalize_layers']
+  assert not results['int8'].normalizer.is_identity
+  scaled = _users_network(lambda o, a: q_network.QNetwork(
+      o, a, preprocessing_layers=tf.keras.layers.Rescaling(0.5),
+      fc_layer_params=(32, 32)), OBSERVATION_SPEC)
+  exporter, results = _exported(scaled, _observations(), tmp_path / 'scaled')
+  assert 'fold_normalization' not in exporter.transforms
+  assert results['int8'].normalizer.is_identity
+  for result in results.values():
+    assert result.check.passed, result.check.reason
+    model = TFLiteModel(result.model_bytes, result.normalizer)
+    np.testing.assert_array_equal(
+        model.greedy_actions(_observations()[:8]),
+        np.argmax(scaled(_observations()[:8])[0], -1))
+
+
+def test_pixel_models_take_raw_uint8_and_every_pixel_value_has_a_level(
+    tmp_path):
+  # 16x16 pixels: one image can hold each of the 256 values once.
+  spec = tensor_spec.BoundedTensorSpec([16, 16, 1], tf.uint8, 0, 255)
+  network = _users_network(lambda o, a: q_network.QNetwork(
+      o, a, preprocessing_layers=networks.pixel_scaling(),
+      conv_layer_params=((8, 3, 2),), fc_layer_params=(32,)), spec)
+  rng = np.random.default_rng(0)
+  # Dim images: calibration alone would never reach the brightest levels.
+  observations = rng.integers(0, 60, (256, 16, 16, 1)).astype(np.uint8)
+  _, results = _exported(network, observations, tmp_path)
+  for precision, result in results.items():
+    assert result.check.passed, (precision, result.check.reason)
+    export.check_precision(result.model_bytes, precision,
+                           network.count_params(), pixel_input=True)
+    model = TFLiteModel(result.model_bytes, result.normalizer)
+    assert model._raw_input  # pylint: disable=protected-access
+    assert model.greedy_action(observations[0]) in (0, 1, 2)
+  interpreter = tf.lite.Interpreter(
+      model_content=results['int8'].model_bytes,
+      experimental_preserve_all_tensors=True)
+  interpreter.allocate_tensors()
+  assert interpreter.get_input_details()[0]['dtype'] == np.uint8
+  every_value = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1)
+  interpreter.set_tensor(interpreter.get_input_details()[0]['index'],
+                         every_value)
+  interpreter.invoke()
+  # pylint: disable-next=protected-access
+  ops = {op['op_name']: op for op in interpreter._get_ops_details()}
+  assert ops['CAST']['outputs'][0] in ops['QUANTIZE']['inputs']
+  levels = interpreter.get_tensor(ops['QUANTIZE']['outputs'][0])
+  assert levels.dtype == np.int8
+  assert len(np.unique(levels)) == 256
+
+
+def test_a_layer_tflite_cannot_take_is_refused_by_name():
+  network = _users_network(lambda o, a: sequential.Sequential(
+      [tf.keras.layers.Dense(8),
+       tf.keras.layers.Lambda(tf.math.special.bessel_i0e, name='my_bessel'),
+       tf.keras.layers.Dense(3)], input_spec=o), OBSERVATION_SPEC)
+  with pytest.raises(ActorQError, match=r"int8 TFLite conversion failed: "
+                     r"layer 'my_bessel' \('tf.BesselI0e' op is neither"):
+    export.check_convertible(network, ['int8'], _observations(16))
+
+
+def test_a_network_factory_that_does_not_fit_is_refused():
+  with pytest.raises(ActorQError, match=r'outputs .* needs 3 values'):
+    _users_network(lambda o, a: sequential.Sequential(
+        [tf.keras.layers.Dense(2)], input_spec=o), OBSERVATION_SPEC)
+  with pytest.raises(ActorQError, match='not a TF-Agents Network'):
+    _users_network(lambda o, a: tf.keras.Sequential(
+        [tf.keras.layers.Dense(3)]), OBSERVATION_SPEC)
+  with pytest.raises(ActorQError, match=r'does not take the observations '
+                     r'uint8\[6, 6, 3\]'):
+    _users_network(lambda o, a: q_network.QNetwork(
+        o, a, conv_layer_params=((8, 3, 1),)),
+                   tensor_spec.TensorSpec([6, 6, 3], tf.uint8))

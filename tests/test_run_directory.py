@@ -39,3 +39,11 @@ def test_roles_and_code_version():
   assert run_directory.actor_role(3) == 'actor_3'
   # The tests run from a git checkout (CI clones one).
   assert run_directory.code_version().startswith('git ')
+
+
+def test_roles_find_the_checkout_then_the_launch_directory(tmp_path,
+                                                           monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv('PYTHONPATH', '/opt/elsewhere')
+  assert run_directory.roles_python_path().split(os.pathsep) == [
+      run_directory.PROJECT_ROOT, str(tmp_path), '/opt/elsewhere']

@@ -1,0 +1,113 @@
+"""A user's own environment and network, trained through local_main by gin
+alone: the README's example files, and the pixel config."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from conftest import PROJECT_ROOT
+from conftest import run_binary
+
+
+def _scalars(event_dir, tag):
+  """{step: value} of a TensorBoard scalar written with tf.summary."""
+  values = {}
+  for name in sorted(os.listdir(event_dir)):
+    if not name.startswith('events.out.tfevents'):
+      continue
+    for event in tf.compat.v1.train.summary_iterator(
+        os.path.join(event_dir, name)):
+      for value in event.summary.value:
+        if value.tag == tag:
+          values[event.step] = float(tf.make_ndarray(value.tensor))
+  return values
+
+
+def _read_json(path):
+  with open(path) as f:
+    return json.load(f)
+
+
+def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
+  # examples/corridor.py: a PyEnvironment with dict observations and a
+  # Sequential network, in a module registered nowhere; the gin file names
+  # them by import path (README, "Your own environment").
+  root_dir = tmp_path / 'run'
+  result = run_binary(
+      'binaries.local_main', '--root_dir', str(root_dir), '--gin_file',
+      'examples/corridor.gin', '--max_wall_time_s', '120',
+      '--notrack_energy', '--gin_bindings', 'run_actor.status_interval_s = 1',
+      timeout=400)
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = _read_json(root_dir / 'summary.json')
+  assert summary['replay_inserts'] > 0 and summary['train_steps'] > 0
+  status = _read_json(root_dir / 'status' / 'actor_0.json')
+  assert status['model_version'] > 0
+  # After the first model, every actor step is the model's: each status
+  # interval that began with a model in use has a model share of 1.
+  versions = _scalars(root_dir / 'actor_0', 'actor/model_version')
+  shares = _scalars(root_dir / 'actor_0', 'actor/model_share')
+  steps = sorted(versions)
+  after_first_model = [later for earlier, later in zip(steps, steps[1:])
+                       if versions[earlier] > 0]
+  assert after_first_model, versions
+  assert [shares[step] for step in after_first_model] == [1.0] * len(
+      after_first_model)
+  # The kept model is the user's network, in full int8.
+  interpreter = tf.lite.Interpreter(
+      model_path=str(root_dir / 'models' / 'policy_int8.tflite'))
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert list(interpreter.get_input_details()[0]['shape']) == [1, 2]
+
+
+def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
+  root_dir = tmp_path / 'run'
+  result = run_binary(
+      'binaries.local_main', '--root_dir', str(root_dir), '--gin_file',
+      'dqn_catch_pixels.gin', '--max_wall_time_s', '90', '--notrack_energy',
+      timeout=400)
+  assert result.returncode == 0, result.stderr[-3000:]
+  status = _read_json(root_dir / 'status' / 'actor_0.json')
+  assert status['model_version'] > 0 and status['recent_model_share'] == 1.0
+  model_path = root_dir / 'models' / 'policy_int8'
+  interpreter = tf.lite.Interpreter(model_path=f'{model_path}.tflite')
+  interpreter.allocate_tensors()
+  assert interpreter.get_input_details()[0]['dtype'] == np.uint8
+  # pylint: disable-next=protected-access
+  ops = [op['op_name'] for op in interpreter._get_ops_details()]
+  assert ops[:3] == ['CAST', 'QUANTIZE', 'CONV_2D'], ops
+  description = _read_json(f'{model_path}.json')
+  # No normalizer: the actor hands the image to the model as it is.
+  assert set(np.ravel(description['observation_shift'])) == {0.0}
+  assert set(np.ravel(description['observation_scale'])) == {1.0}
+  evaluation = _read_json(root_dir / 'summary.json')['last_evaluation']
+  assert evaluation is not None
+
+
+def test_a_users_network_tflite_cannot_take_stops_the_launch(tmp_path):
+  # The user's module sits in the directory they launch from.
+  (tmp_path / 'my_networks.py').write_text(
+      'import tensorflow as tf\n'
+      'from tf_agents.networks import sequential\n\n\n'
+      'def q_network(observation_spec, action_spec):\n'
+      '  return sequential.Sequential(\n'
+      '      [tf.keras.layers.Dense(8),\n'
+      '       tf.keras.layers.Lambda(tf.math.special.bessel_i0e,\n'
+      '                              name="my_bessel"),\n'
+      '       tf.keras.layers.Dense(2)], input_spec=observation_spec)\n')
+  root_dir = tmp_path / 'run'
+  result = subprocess.run(
+      [sys.executable, '-m', 'binaries.local_main', '--root_dir',
+       str(root_dir), '--gin_bindings',
+       "dqn.policy_network.factory = 'my_networks.q_network'"],
+      cwd=tmp_path, capture_output=True, text=True, timeout=180,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+  assert result.returncode == 1
+  assert result.stderr.strip().splitlines()[-1] == (
+      "local_main.py: error: int8 TFLite conversion failed: layer "
+      "'my_bessel' ('tf.BesselI0e' op is neither a custom op nor a flex op)")
+  assert 'Traceback' not in result.stderr
+  assert not root_dir.exists()
