@@ -58,7 +58,7 @@ def network_inputs(policy_network: network_lib.Network,
   return normalizer(observations) if normalizer else observations
 
 
-def _leaf_layers(policy_network: network_lib.Network):
+def leaf_layers(policy_network: network_lib.Network):
   """The network's Keras layers that hold no others, in the order they were
   made: for TF-Agents' and Keras's networks, the order they are applied.
   (tf.Module's walk: a TF-Agents network's layers may belong to either of
@@ -72,7 +72,7 @@ def _leaf_layers(policy_network: network_lib.Network):
 
 
 def _weighted_layers(policy_network: network_lib.Network):
-  return [layer for layer in _leaf_layers(policy_network) if layer.weights]
+  return [layer for layer in leaf_layers(policy_network) if layer.weights]
 
 
 def _activation(layer) -> str:
@@ -308,7 +308,7 @@ def convert(policy_network: network_lib.Network, precision: str,
   try:
     return converter.convert()
   except Exception as e:  # pylint: disable=broad-except
-    layer_names = [layer.name for layer in _leaf_layers(policy_network)]
+    layer_names = [layer.name for layer in leaf_layers(policy_network)]
     reason = conversion_failure(str(e), traced_outputs, layer_names)
     raise ActorQError(f'{precision} TFLite conversion failed: {reason}'
                      ) from e

@@ -82,8 +82,9 @@ def _publish_all_precisions(address, env):
   client = model_channel.wait_for_server(address, 10)
   publisher = model_channel.ModelPublisher(client)
   algorithm = agents.check_environment(env)
+  policy_network = algorithm.policy_network(env)
   exporter = export.PolicyExporter(
-      algorithm.policy_network(env), algorithm.model_outputs(env),
+      policy_network, algorithm.model_outputs(env),
       ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
   results = exporter.export(1, environments.random_walk_observations(env, 256))
   failed = [f'{r.precision}: {r.check.reason}' for r in results
@@ -91,6 +92,11 @@ def _publish_all_precisions(address, env):
   if failed:
     raise ActorQError(f'models not published, actors would act at random: '
                       f'{failed}')
+  # Each row's model is the precision it names.
+  for result in results:
+    export.check_precision(result.model_bytes, result.precision,
+                           policy_network.count_params(),
+                           pixel_input=export.takes_pixels(policy_network))
   return {r.precision: r for r in results}
 
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from actorq_tf import config
 from actorq_tf import environments
+from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf import run_directory
 
@@ -70,7 +71,7 @@ def play(env, act, episodes: int, seed: int, noise: float = 0.0):
     environments.seed_environment(env, seed + episode)
     time_step = env.reset()
     while not time_step.is_last():
-      observation = np.asarray(time_step.observation, np.float32)
+      observation = np.asarray(time_step.observation)
       observations.append(observation)
       if discrete:
         action = (rng.integers(spec.minimum, spec.maximum + 1)
@@ -81,16 +82,32 @@ def play(env, act, episodes: int, seed: int, noise: float = 0.0):
             rng.standard_normal(spec.shape), spec.minimum, spec.maximum)
       time_step = env.step(np.asarray(action, spec.dtype))
       total_return += float(time_step.reward)
-  return np.array(observations, np.float32), total_return / episodes
+  return np.array(observations), total_return / episodes
+
+
+def environment_name() -> str:
+  """The configured environment's name, or its factory's."""
+  name = gin.query_parameter('load_environment.env_name')
+  if name is None:
+    factory = gin.query_parameter('load_environment.factory')
+    name = str(getattr(factory, 'selector', factory)).split('.')[-1]
+  return name
 
 
 def describe(env, policy_network) -> dict:
-  """The environment's name and the policy network's shape, for reports."""
-  layers = [layer.units for layer in policy_network.layers
-            if hasattr(layer, 'units')]
-  return {'environment': gin.query_parameter('load_environment.env_name'),
-          'network': (f'{env.observation_spec().shape[0]} -> '
-                      f'{"x".join(map(str, layers))}')}
+  """The environment's name (or its factory's) and the policy network's
+  layers, for reports."""
+  layers = []
+  for layer in export.leaf_layers(policy_network):
+    if hasattr(layer, 'filters'):
+      layers.append(f'conv{layer.filters}/{layer.kernel_size[0]}'
+                    f's{layer.strides[0]}')
+    elif hasattr(layer, 'units'):
+      layers.append(str(layer.units))
+  spec = env.observation_spec()
+  return {'environment': environment_name(),
+          'network': (f'{spec.dtype.name}{list(spec.shape)} -> '
+                      f'{"x".join(layers)}')}
 
 
 def seconds_per_call(act, inputs, calls: int) -> float:

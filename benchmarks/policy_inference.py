@@ -65,7 +65,8 @@ def measure(calls: int, repeats: int) -> dict:
                        'convert_s': results[precision].convert_seconds}
     # A figure is only worth its name: the model must be that precision.
     export.check_precision(model_bytes, precision,
-                           policy_network.count_params())
+                           policy_network.count_params(),
+                           pixel_input=export.takes_pixels(policy_network))
     rows[precision]['op_types'] = sorted(set(
         TFLiteModel(model_bytes).op_names()))
     model = TFLiteModel(model_bytes, results[precision].normalizer)

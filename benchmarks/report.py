@@ -4,9 +4,11 @@ Runs every benchmark side by side on this machine, then writes
 `report.md`, `results.json` and two plots into `--output_dir`:
 
   1. batch-1 policy inference per precision at 64x64, 256x256 and
-     2048x2048x2048 (latency, model bytes, conversion time);
+     2048x2048x2048, and of convolutional Q-networks on pixels (latency,
+     model bytes, conversion time);
   2. actor env steps/s per precision beside the env-only limit, on
-     CartPole-v1 and on a Control Suite task with ActorQ's policy size;
+     CartPole-v1, on Control Suite tasks with ActorQ's policy size and on
+     pixels with convolutional Q-networks;
   3. end to end: time, env steps, learner steps, energy and CO2 to a target
      return for tf, fp32 and int8 actors, reward retention (int8 vs fp32
      greedy return of the same version), bytes per model update.
@@ -105,12 +107,22 @@ class Plan:
   retention_episodes: int = 100
 
 
+# Convolutional policies on pixels: dqn_catch_pixels.gin's own network, and
+# the Nature-DQN torso on 84x84x4 images (Catch rendered at that size).
+NATURE_DQN_PIXELS = (
+    'Catch.rows = 84', 'Catch.columns = 84', 'Catch.frames = 4',
+    'QNetwork.conv_layer_params = ((32, 8, 4), (64, 4, 2), (64, 3, 1))',
+    'QNetwork.fc_layer_params = (512,)')
+
 _INFERENCE_CASES = (
     InferenceCase('64x64', 'dqn_cartpole.gin',
                   ('create_q_network.fc_layer_params = (64, 64)',)),
     InferenceCase('256x256', 'dqn_cartpole.gin',
                   ('create_q_network.fc_layer_params = (256, 256)',)),
     InferenceCase('2048x2048x2048', 'd4pg_walker_stand.gin', (PAPER_POLICY,)),
+    InferenceCase('conv, Catch 10x5x1 pixels', 'dqn_catch_pixels.gin', ()),
+    InferenceCase('conv, Nature-DQN torso on 84x84x4 pixels',
+                  'dqn_catch_pixels.gin', NATURE_DQN_PIXELS),
 )
 
 PLANS = {
@@ -124,7 +136,11 @@ PLANS = {
             ActorCase('walker-stand, 2048x2048x2048 policy',
                       'd4pg_walker_stand.gin', (PAPER_POLICY,), 2_000),
             ActorCase('cartpole-balance, 2048x2048x2048 policy',
-                      'd4pg_cartpole_balance.gin', (PAPER_POLICY,), 2_000)),
+                      'd4pg_cartpole_balance.gin', (PAPER_POLICY,), 2_000),
+            ActorCase('Catch 10x5x1 pixels, conv Q-network',
+                      'dqn_catch_pixels.gin', (), 20_000),
+            ActorCase('84x84x4 pixels, Nature-DQN torso',
+                      'dqn_catch_pixels.gin', NATURE_DQN_PIXELS, 2_000)),
         actor_repeats=3,
         experiments=(
             # The default config first: against TF-Agents' own DQN, and

@@ -21,7 +21,6 @@ import tempfile
 from typing import Dict, Optional
 
 from absl import app
-import gin
 import numpy as np
 
 from actorq_tf import agents
@@ -120,7 +119,7 @@ def measure_run(run_dir: str, episodes: int, calls: int,
         'call_us': 1e6 * common.seconds_per_call(act, fp32_states, calls),
         'model_bytes': len(result.model_bytes)}
   return {'run_dir': run_dir, 'train_step': train_step,
-          'environment': gin.query_parameter('load_environment.env_name'),
+          'environment': common.environment_name(),
           'episodes': episodes, 'modes': rows}
 
 

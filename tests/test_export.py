@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.agents.ddpg import actor_network
 from tf_agents.networks import q_network
 from tf_agents.networks import sequential
 from tf_agents.specs import array_spec
@@ -563,3 +564,22 @@ def test_a_network_factory_that_does_not_fit_is_refused():
     _users_network(lambda o, a: q_network.QNetwork(
         o, a, conv_layer_params=((8, 3, 1),)),
                    tensor_spec.TensorSpec([6, 6, 3], tf.uint8))
+
+
+def test_a_tf_agents_d4pg_actor_network_exports_to_full_int8(tmp_path):
+  # ddpg's ActorNetwork: Keras layers, tanh scaled into the action bounds.
+  network = networks.build_policy_network(
+      lambda o, a: actor_network.ActorNetwork(o, a, fc_layer_params=(64, 64)),
+      OBSERVATION_SPEC, tensor_spec.from_spec(PENDULUM_ACTIONS), 1,
+      'test factory')
+  exporter = export.PolicyExporter(
+      network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
+      lambda *_: None, str(tmp_path))
+  (result,) = exporter.export(1, _observations())
+  assert result.check.passed, result.check.reason
+  assert 'fold_normalization' in exporter.transforms
+  export.check_precision(result.model_bytes, 'int8', network.count_params())
+  actions = TFLiteModel(result.model_bytes, result.normalizer).outputs(
+      _observations())
+  np.testing.assert_allclose(actions, network(_observations())[0].numpy(),
+                             atol=0.1)

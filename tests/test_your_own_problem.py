@@ -31,6 +31,22 @@ def _read_json(path):
     return json.load(f)
 
 
+def _assert_the_model_chose_every_step_after_the_first(root_dir):
+  """The actor took a model above version 0, and from then on each of its
+  status intervals had a model share of 1 (an interval that began before
+  the first model may hold random steps)."""
+  assert _read_json(root_dir / 'status' / 'actor_0.json')[
+      'model_version'] > 0
+  versions = _scalars(root_dir / 'actor_0', 'actor/model_version')
+  shares = _scalars(root_dir / 'actor_0', 'actor/model_share')
+  steps = sorted(versions)
+  after_first_model = [later for earlier, later in zip(steps, steps[1:])
+                       if versions[earlier] > 0]
+  assert after_first_model, versions
+  assert [shares[step] for step in after_first_model] == [1.0] * len(
+      after_first_model)
+
+
 def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
   # examples/corridor.py: a PyEnvironment with dict observations and a
   # Sequential network, in a module registered nowhere; the gin file names
@@ -44,18 +60,7 @@ def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
   assert result.returncode == 0, result.stderr[-3000:]
   summary = _read_json(root_dir / 'summary.json')
   assert summary['replay_inserts'] > 0 and summary['train_steps'] > 0
-  status = _read_json(root_dir / 'status' / 'actor_0.json')
-  assert status['model_version'] > 0
-  # After the first model, every actor step is the model's: each status
-  # interval that began with a model in use has a model share of 1.
-  versions = _scalars(root_dir / 'actor_0', 'actor/model_version')
-  shares = _scalars(root_dir / 'actor_0', 'actor/model_share')
-  steps = sorted(versions)
-  after_first_model = [later for earlier, later in zip(steps, steps[1:])
-                       if versions[earlier] > 0]
-  assert after_first_model, versions
-  assert [shares[step] for step in after_first_model] == [1.0] * len(
-      after_first_model)
+  _assert_the_model_chose_every_step_after_the_first(root_dir)
   # The kept model is the user's network, in full int8.
   interpreter = tf.lite.Interpreter(
       model_path=str(root_dir / 'models' / 'policy_int8.tflite'))
@@ -68,10 +73,9 @@ def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
   result = run_binary(
       'binaries.local_main', '--root_dir', str(root_dir), '--gin_file',
       'dqn_catch_pixels.gin', '--max_wall_time_s', '90', '--notrack_energy',
-      timeout=400)
+      '--gin_bindings', 'run_actor.status_interval_s = 1', timeout=400)
   assert result.returncode == 0, result.stderr[-3000:]
-  status = _read_json(root_dir / 'status' / 'actor_0.json')
-  assert status['model_version'] > 0 and status['recent_model_share'] == 1.0
+  _assert_the_model_chose_every_step_after_the_first(root_dir)
   model_path = root_dir / 'models' / 'policy_int8'
   interpreter = tf.lite.Interpreter(model_path=f'{model_path}.tflite')
   interpreter.allocate_tensors()
