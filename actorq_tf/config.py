@@ -10,6 +10,7 @@ from typing import Callable, Sequence, Union
 import gin
 
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import described
 
 GIN_CONFIG_DIR = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin_configs')
@@ -126,8 +127,8 @@ def resolve_callable(target: Union[str, Callable], what: str) -> Callable:
     # Any failure of the user's module (ImportError, or an error in its
     # code) is theirs to fix: one line naming the module.
     raise ActorQError(f'{what} {target!r}: module {module_name!r} does not '
-                      f'import ({type(e).__name__}: {e}); is it on the '
-                      f'PYTHONPATH?') from e
+                      f'import ({described(e)}); is it on the PYTHONPATH?'
+                     ) from e
   found = getattr(module, attribute, None)
   if not callable(found):
     raise ActorQError(f'{what} {target!r}: module {module_name!r} has no '

@@ -25,13 +25,12 @@ from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import config
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import described
 
 # Nothing renders; without this dm_control looks for an OpenGL backend.
 os.environ.setdefault('MUJOCO_GL', 'disable')
 # pylint: disable=g-import-not-at-top,g-bad-import-order
-# Imported before any gin config is parsed: it registers a configurable.
 from dm_control import suite as control_suite
-from tf_agents.environments import suite_dm_control
 # pylint: enable=g-import-not-at-top,g-bad-import-order
 
 # gym 0.23 warns on every seed() call that TF-Agents' wrapper makes.
@@ -115,7 +114,7 @@ def _call_factory(factory):
   except Exception as e:  # pylint: disable=broad-except
     # The user's code: one line naming it and what it raised.
     raise ActorQError(f'the environment factory {name} failed: '
-                      f'{type(e).__name__}: {e}') from e
+                      f'{described(e)}') from e
   if not isinstance(env, (py_environment.PyEnvironment, gym.Env,
                           dm_env.Environment)):
     raise ActorQError(f'the environment factory {name} returned a '
@@ -155,25 +154,15 @@ def _load_by_name(env_name: str, max_episode_steps: int
                  ) -> py_environment.PyEnvironment:
   control_suite_task = _control_suite_task(env_name)
   if control_suite_task is not None:
-    env = suite_dm_control.load(*control_suite_task)
-    task = env.task
-    if max_episode_steps:
-      env = wrappers.TimeLimit(env, max_episode_steps)
-    return _SeedableControlSuiteTask(
-        wrappers.FlattenObservationsWrapper(env), task)
+    return _wrap(control_suite.load(*control_suite_task), max_episode_steps)
   try:
     gym_spec = gym.spec(env_name)
   except (gym.error.Error, ModuleNotFoundError) as e:
     raise ActorQError(
         f'unknown environment {env_name!r}: not a Gym id ({e}) nor a '
-        f'DeepMind Control Suite task such as cartpole-balance; a '
+        f'DeepMind Control Suite task such as cartpole-balance; an '
         f'environment of your own goes in load_environment.factory') from e
-  gym_env = gym_spec.make()
-  if isinstance(gym_env, gym.wrappers.TimeLimit):
-    gym_env = gym_env.env
-  return suite_gym.wrap_env(
-      gym_env,
-      max_episode_steps=max_episode_steps or gym_spec.max_episode_steps or 0)
+  return _wrap(gym_spec.make(), max_episode_steps)
 
 
 def _with_supported_observations(env: py_environment.PyEnvironment

@@ -16,6 +16,14 @@ class ActorQError(Exception):
     self.message = message
 
 
+def described(error: BaseException) -> str:
+  """An exception as one line: its type and the first line of its message
+  (gin and TensorFlow append pages of context to theirs)."""
+  lines = str(error).strip().splitlines()
+  return f'{type(error).__name__}: {lines[0]}' if lines else type(
+      error).__name__
+
+
 def __getattr__(name: str):
   # SERVER_ERRORS: what Reverb calls raise when the server does not answer
   # in time or goes away during the call: the Python client's errors, and

@@ -22,6 +22,7 @@ from tf_agents.specs import tensor_spec
 
 from actorq_tf import config
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import described
 from actorq_tf.normalization import ObservationNormalizer
 from actorq_tf.normalization import spec_bounds
 
@@ -88,9 +89,7 @@ def build_policy_network(factory: NetworkFactory,
   except ActorQError:
     raise
   except Exception as e:  # pylint: disable=broad-except
-    raise ActorQError(f'{setting} {name} failed: {type(e).__name__}: '
-                      f'{str(e).strip().splitlines()[0] if str(e).strip() else ""}'
-                      ) from e
+    raise ActorQError(f'{setting} {name} failed: {described(e)}') from e
   if not isinstance(policy_network, network.Network):
     raise ActorQError(
         f'{setting} {name} returned a {type(policy_network).__name__}, not a '
@@ -99,10 +98,10 @@ def build_policy_network(factory: NetworkFactory,
   try:
     output_spec = policy_network.create_variables(observation_spec)
   except Exception as e:  # pylint: disable=broad-except
+    observations = (f'{observation_spec.dtype.name}'
+                    f'{list(observation_spec.shape)}')
     raise ActorQError(f'{setting} {name} does not take the observations '
-                      f'{observation_spec.dtype.name}{list(observation_spec.shape)}: '
-                      f'{type(e).__name__}: {str(e).strip().splitlines()[0]}'
-                      ) from e
+                      f'{observations}: {described(e)}') from e
   shape = tuple(getattr(output_spec, 'shape', ()) or ())
   if tf.nest.is_nested(output_spec) or shape != (output_size,):
     raise ActorQError(f'{setting} {name} outputs {output_spec}, the policy '

@@ -87,7 +87,7 @@ def play(env, act, episodes: int, seed: int, noise: float = 0.0):
 
 def environment_name() -> str:
   """The configured environment's name, or its factory's."""
-  name = gin.query_parameter('load_environment.env_name')
+  name = config.bound_parameter(environments.load_environment, 'env_name')
   if name is None:
     factory = gin.query_parameter('load_environment.factory')
     name = str(getattr(factory, 'selector', factory)).split('.')[-1]
