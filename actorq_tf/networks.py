@@ -100,8 +100,11 @@ def build_policy_network(factory: NetworkFactory,
   except Exception as e:  # pylint: disable=broad-except
     observations = (f'{observation_spec.dtype.name}'
                     f'{list(observation_spec.shape)}')
+    hint = ('; uint8 images need a first layer that makes them float, '
+            'e.g. networks.pixel_scaling()'
+            if observation_spec.dtype == tf.uint8 else '')
     raise ActorQError(f'{setting} {name} does not take the observations '
-                      f'{observations}: {described(e)}') from e
+                      f'{observations}: {described(e)}{hint}') from e
   shape = tuple(getattr(output_spec, 'shape', ()) or ())
   if tf.nest.is_nested(output_spec) or shape != (output_size,):
     raise ActorQError(f'{setting} {name} outputs {output_spec}, the policy '

@@ -47,16 +47,38 @@ def _assert_the_model_chose_every_step_after_the_first(root_dir):
       after_first_model)
 
 
+def _users_project(directory):
+  """The README's example as a user has it: examples/corridor.py as their
+  own module, my_corridor.py, in the directory they launch from, and
+  examples/corridor.gin naming it."""
+  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.py')) as f:
+    (directory / 'my_corridor.py').write_text(f.read())
+  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.gin')) as f:
+    gin_text = f.read()
+  assert "'examples.corridor." in gin_text
+  (directory / 'my_corridor.gin').write_text(
+      gin_text.replace("'examples.corridor.", "'my_corridor."))
+
+
+def _launch(directory, module, *args):
+  """`python -m module` run from `directory`, as a user runs it."""
+  return subprocess.run(
+      [sys.executable, '-m', module, *args], cwd=directory,
+      capture_output=True, text=True, timeout=400,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+
 def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
-  # examples/corridor.py: a PyEnvironment with dict observations and a
-  # Sequential network, in a module registered nowhere; the gin file names
-  # them by import path (README, "Your own environment").
+  # A PyEnvironment with dict observations and a Sequential network, in a
+  # module registered nowhere that only the launch directory holds; the gin
+  # file names them by import path (README, "Your own environment"). Every
+  # role imports it.
+  _users_project(tmp_path)
   root_dir = tmp_path / 'run'
-  result = run_binary(
-      'binaries.local_main', '--root_dir', str(root_dir), '--gin_file',
-      'examples/corridor.gin', '--max_wall_time_s', '120',
-      '--notrack_energy', '--gin_bindings', 'run_actor.status_interval_s = 1',
-      timeout=400)
+  result = _launch(tmp_path, 'binaries.local_main', '--root_dir',
+                   str(root_dir), '--gin_file', 'my_corridor.gin',
+                   '--max_wall_time_s', '120', '--notrack_energy',
+                   '--gin_bindings', 'run_actor.status_interval_s = 1')
   assert result.returncode == 0, result.stderr[-3000:]
   summary = _read_json(root_dir / 'summary.json')
   assert summary['replay_inserts'] > 0 and summary['train_steps'] > 0
@@ -66,6 +88,21 @@ def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
       model_path=str(root_dir / 'models' / 'policy_int8.tflite'))
   assert interpreter.get_input_details()[0]['dtype'] == np.int8
   assert list(interpreter.get_input_details()[0]['shape']) == [1, 2]
+
+
+def test_a_users_environment_trains_on_a_local_ray_cluster(tmp_path):
+  # The same module, found by roles that Ray starts.
+  _users_project(tmp_path)
+  root_dir = tmp_path / 'run'
+  result = _launch(tmp_path, 'binaries.ray_main', '--root_dir',
+                   str(root_dir), '--gin_file', 'my_corridor.gin',
+                   '--max_wall_time_s', '150', '--notrack_energy')
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = _read_json(root_dir / 'summary.json')
+  assert set(summary['role_nodes']) == {'learner', 'eval', 'actor_0'}
+  assert summary['replay_inserts'] > 0
+  assert _read_json(root_dir / 'status' / 'actor_0.json')[
+      'model_version'] > 0
 
 
 def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
@@ -103,12 +140,9 @@ def test_a_users_network_tflite_cannot_take_stops_the_launch(tmp_path):
       '                              name="my_bessel"),\n'
       '       tf.keras.layers.Dense(2)], input_spec=observation_spec)\n')
   root_dir = tmp_path / 'run'
-  result = subprocess.run(
-      [sys.executable, '-m', 'binaries.local_main', '--root_dir',
-       str(root_dir), '--gin_bindings',
-       "dqn.policy_network.factory = 'my_networks.q_network'"],
-      cwd=tmp_path, capture_output=True, text=True, timeout=180,
-      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+  result = _launch(tmp_path, 'binaries.local_main', '--root_dir',
+                   str(root_dir), '--gin_bindings',
+                   "dqn.policy_network.factory = 'my_networks.q_network'")
   assert result.returncode == 1
   assert result.stderr.strip().splitlines()[-1] == (
       "local_main.py: error: int8 TFLite conversion failed: layer "
