@@ -19,6 +19,19 @@ TEST_BINDINGS = (
 )
 
 
+# Test modules that start whole runs (the launcher and its roles, Ray
+# clusters, the report's benchmarks): minutes, where the others take seconds.
+# `bash scripts/test.sh -m 'not end_to_end'` runs the others alone.
+END_TO_END_MODULES = ('test_benchmarks', 'test_distributed', 'test_faults',
+                      'test_ray_cluster', 'test_your_own_problem')
+
+
+def pytest_collection_modifyitems(items):
+  for item in items:
+    if item.module.__name__ in END_TO_END_MODULES:
+      item.add_marker(pytest.mark.end_to_end)
+
+
 @pytest.fixture
 def cartpole_gin():
   config.parse_gin(['dqn_cartpole.gin'], TEST_BINDINGS)
