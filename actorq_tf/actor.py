@@ -13,7 +13,6 @@ from absl import logging
 import gin
 import numpy as np
 import tensorflow as tf
-from tf_agents.experimental.distributed import reverb_variable_container
 from tf_agents.policies import py_tf_eager_policy
 from tf_agents.trajectories import time_step as time_step_lib
 from tf_agents.trajectories import trajectory as trajectory_lib
@@ -28,6 +27,7 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf import signing
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
@@ -53,8 +53,9 @@ class TFLiteActorPolicy:
   """
 
   def __init__(self, client, precision: str, env,
-               algorithm: AlgorithmBuilder, seed: int = 0):
-    self._puller = model_channel.ModelPuller(client, precision)
+               algorithm: AlgorithmBuilder, key: signing.RunKey,
+               seed: int = 0):
+    self._puller = model_channel.ModelPuller(client, precision, key)
     self._seed = seed
     self._observation_shape = tuple(env.observation_spec().shape)
     self._output_size = algorithm.policy_output_size(env)
@@ -69,11 +70,8 @@ class TFLiteActorPolicy:
     return self._puller.version
 
   def refusals(self) -> Dict[str, object]:
-    """What the actor refused of what the learner published."""
-    return {'refused_versions': self._puller.refused_count,
-            'consecutive_refusals': self._puller.consecutive_refusals,
-            'refusing_since': self._puller.refusing_since,
-            'last_refusal': self._puller.last_refusal}
+    """What the actor refused of the rows it pulled."""
+    return self._puller.refusals.status()
 
   def update(self, wait: bool = False) -> bool:
     """True if a newer model is now in use; keeps the current otherwise.
@@ -133,42 +131,35 @@ class TFActorPolicy:
   PyTFEagerPolicy, its variables pulled from the learner through
   ReverbVariableContainer."""
 
-  def __init__(self, server_address: str, env, algorithm: AlgorithmBuilder):
+  def __init__(self, server_address: str, env, algorithm: AlgorithmBuilder,
+               key: signing.RunKey):
     policy_network = algorithm.policy_network(env)
-    self._version = tf.Variable(0, dtype=tf.int64)
-    self._variables = model_channel.policy_variables(policy_network.variables,
-                                                     self._version)
     # The container's constructor asks the server without a timeout.
     self._client = model_channel.wait_for_server(server_address, 10)
-    self._container = reverb_variable_container.ReverbVariableContainer(
-        server_address, table_names=[model_channel.VARIABLES_TABLE])
+    self._puller = model_channel.VariablesPuller(
+        server_address, policy_network.variables, key)
     self._policy = stock_greedy_policy(env, policy_network, algorithm)
     self._has_variables = False
 
   @property
   def version(self) -> int:
-    return int(self._version.numpy())
+    return self._puller.version
 
   def refusals(self) -> Dict[str, object]:
-    # fp32 variables of the learner's own network: nothing to refuse.
-    return {'refused_versions': 0, 'consecutive_refusals': 0,
-            'refusing_since': None, 'last_refusal': ''}
+    return self._puller.refusals.status()
 
   def update(self, wait: bool = False) -> bool:
-    del wait  # Variables are taken as they come, without a check.
+    del wait  # Variables need no check beyond their signature.
     if not self._has_variables:
       info = self._client.server_info(timeout=10)
       self._has_variables = (
           info[model_channel.VARIABLES_TABLE].current_size > 0)
       if not self._has_variables:
         return False
-    previous = self.version
-    self._container.update(self._variables,
-                           table=model_channel.VARIABLES_TABLE)
-    return self.version > previous
+    return self._puller.update()
 
   def greedy_action(self, observation: np.ndarray):
-    if not self._has_variables:
+    if not self.version:
       return None
     # The greedy policies read only the observation.
     return self._policy.action(time_step_lib.TimeStep(
@@ -188,6 +179,7 @@ def run_actor(root_dir: str,
               status_interval_s: float = 5.0,
               server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
               wait_for_first_model_s: float = 0.0,
+              model_key_file: str = '',
               should_stop=lambda: False) -> int:
   """Collects experience until `max_env_steps` (0: until stopped).
 
@@ -212,6 +204,9 @@ def run_actor(root_dir: str,
       (warm-up, counted in `steps_without_model`); more waits up to this
       long for one before the first step and fails if none is accepted
       (benchmarks measure only steps that a model chose).
+    model_key_file: file of the run key that the learner signs models with
+      (see `signing.run_key`); '' takes the key the launcher handed over,
+      else root_dir's.
     should_stop: polled every step; SIGTERM handling sets it in binaries.
 
   Returns:
@@ -229,6 +224,7 @@ def run_actor(root_dir: str,
   algorithm = agents.check_environment(env)
   action_dtype = env.action_spec().dtype
 
+  key = signing.run_key(root_dir, model_key_file)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   watchdog = runtime.Watchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
@@ -245,9 +241,9 @@ def run_actor(root_dir: str,
         # never start an item.
         pad_episode_ends=sequence_length > 2)
     if precision == 'tf':
-      policy = TFActorPolicy(server_address, env, algorithm)
+      policy = TFActorPolicy(server_address, env, algorithm, key)
     else:
-      policy = TFLiteActorPolicy(client, precision, env, algorithm,
+      policy = TFLiteActorPolicy(client, precision, env, algorithm, key,
                                  seed=actor_seed)
     explorer = algorithm.explorer(env, actor_index, num_actors, actor_seed)
     novelty = exploration.CountBonus(
@@ -261,6 +257,9 @@ def run_actor(root_dir: str,
     # Env steps whose action no model chose (none had arrived yet): shown
     # everywhere, so that an actor never acts at random unnoticed.
     steps_without_model = previous_run.get('steps_without_model', 0)
+    # Every version it acted with, each signed by the run's learner: the
+    # launcher checks them against what the learner published.
+    versions_run = previous_run.get('versions_run', [])
     if steps:
       logging.info('Going on from env step %d of an earlier run of %s.', steps,
                    role)
@@ -288,13 +287,15 @@ def run_actor(root_dir: str,
                     for name, value in seconds.items()}
       time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
       return dict(env_steps=steps, episodes=episodes, time_share=time_share,
-                  model_version=policy.version, precision=precision,
+                  model_version=policy.version, versions_run=versions_run,
+                  precision=precision,
                   steps_without_model=steps_without_model, model_share=share,
                   recent_model_share=recent_share, loop_seconds=loop_seconds,
                   **refusals, **extra)
 
     if wait_for_first_model_s:
       _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
+      versions_run.append(policy.version)
     # Where the loop's time goes: policy (and exploration), env steps (and
     # resets), replay writes; the rest is model pulls, status and the loop.
     seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
@@ -306,7 +307,8 @@ def run_actor(root_dir: str,
         next_pull_step = steps + model_pull_interval
         pull_start = time.monotonic()
         try:
-          policy.update()
+          if policy.update():
+            versions_run.append(policy.version)
           if server_lost:
             logging.info('The Reverb server answers again.')
             server_lost = False

@@ -19,7 +19,6 @@ from absl import logging
 import gin
 import numpy as np
 import tensorflow as tf
-from tf_agents.experimental.distributed import reverb_variable_container
 
 from actorq_tf import agents
 from actorq_tf import environments
@@ -29,6 +28,7 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.interpreter import load_untrusted_model
@@ -127,7 +127,8 @@ def run_evaluator(root_dir: str,
                   variables_timeout_s: float = 10.0,
                   kept_versions: int = 3,
                   should_stop=lambda: False,
-                  max_evaluations: int = 0) -> int:
+                  max_evaluations: int = 0,
+                  model_key_file: str = '') -> int:
   """Evaluates each newer model until stopped; returns evaluations done.
 
   Args:
@@ -148,21 +149,23 @@ def run_evaluator(root_dir: str,
     kept_versions: evaluated versions kept in eval/versions/.
     should_stop: polled between evaluations.
     max_evaluations: stop after this many; 0 runs until stopped.
+    model_key_file: the run key's file (see `signing.run_key`); '' takes
+      the key the launcher handed over, else root_dir's.
   """
   envs = [environments.load_environment() for _ in range(num_episodes)]
   env = envs[0]
   algorithm = agents.check_environment(env)
   seeds = [10**6 + seed * 1000 + i for i in range(num_episodes)]
   policy_network = algorithm.policy_network(env)
-  version = tf.Variable(0, dtype=tf.int64)
-  variables = model_channel.policy_variables(policy_network.variables,
-                                             version)
   checkpoint = tf.train.Checkpoint(policy_network=policy_network)
+  key = signing.run_key(root_dir, model_key_file)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   replay.check_same_environment(client, algorithm.collect_data_spec(env))
-  container = reverb_variable_container.ReverbVariableContainer(
-      server_address, table_names=[model_channel.VARIABLES_TABLE])
-  puller = model_channel.ModelPuller(client, 'int8')
+  # One count for both tables: the run stops on either kept refusing.
+  refusals = model_channel.Refusals('int8 model or fp32 variables')
+  variables = model_channel.VariablesPuller(
+      server_address, policy_network.variables, key, refusals)
+  puller = model_channel.ModelPuller(client, 'int8', key, refusals=refusals)
   # A restarted evaluator goes on after the newest version it evaluated.
   puller.version = max([r['version'] for r in run_directory.read_results(root_dir)],
                        default=0)
@@ -188,10 +191,10 @@ def run_evaluator(root_dir: str,
     come in time)."""
     deadline = time.monotonic() + variables_timeout_s
     while True:
-      container.update(variables, table=model_channel.VARIABLES_TABLE)
-      pulled = int(version.numpy())
-      if pulled >= model_version or time.monotonic() >= deadline:
-        return pulled == model_version
+      variables.update()
+      if (variables.version >= model_version or
+          time.monotonic() >= deadline):
+        return variables.version == model_version
       time.sleep(0.1)
 
   if kept_versions < 1:
@@ -199,10 +202,26 @@ def run_evaluator(root_dir: str,
   evaluations = 0
   unmatched_versions = set()
   status = {}
+  written_refusals = refusals.status()
+
+  def write_status():
+    run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
+                               model_version=puller.version,
+                               **refusals.status(), **status)
+
   while not should_stop() and not (max_evaluations and
                                    evaluations >= max_evaluations):
     start = time.monotonic()
     watchdog.beat()
+    if refusals.status() != written_refusals:
+      # Shown at once: the launcher stops a run whose evaluator keeps
+      # refusing, as it does one whose actors do.
+      written_refusals = refusals.status()
+      write_status()
+      with summary_writer.as_default(step=puller.version):
+        tf.summary.scalar('eval/refused_versions',
+                          written_refusals['refused_versions'])
+        tf.summary.text('eval/last_refusal', written_refusals['last_refusal'])
     try:
       model = puller.pull_newer()
       matched = model is not None and variables_of(model.version)
@@ -215,7 +234,7 @@ def run_evaluator(root_dir: str,
       time.sleep(1.0)
       continue
     if not matched:
-      pulled = int(version.numpy())
+      pulled = variables.version
       if model.version not in unmatched_versions:
         unmatched_versions.add(model.version)
         logging.warning(
@@ -224,8 +243,7 @@ def run_evaluator(root_dir: str,
             len(unmatched_versions))
         status.update(evaluations=evaluations,
                       unmatched_versions=len(unmatched_versions))
-        run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
-                                   **status)
+        write_status()
         with summary_writer.as_default(step=model.version):
           tf.summary.scalar('eval/unmatched_versions',
                             len(unmatched_versions))
@@ -252,7 +270,7 @@ def run_evaluator(root_dir: str,
     result = {
         'time': time.time(),
         'version': model.version,
-        'fp32_version': int(version.numpy()),
+        'fp32_version': variables.version,
         'return_int8': float(np.mean(int8_returns)),
         'return_fp32': float(np.mean(fp32_returns)),
         'returns_int8': int8_returns,
@@ -275,8 +293,7 @@ def run_evaluator(root_dir: str,
     status.update(
         evaluations=evaluations, unmatched_versions=len(unmatched_versions),
         **{k: v for k, v in result.items() if not k.startswith('returns')})
-    run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
-                               **status)
+    write_status()
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
   watchdog.stop()
   summary_writer.close()

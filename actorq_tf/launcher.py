@@ -27,6 +27,7 @@ from actorq_tf import model_channel
 from actorq_tf import placement
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 
 
@@ -187,6 +188,9 @@ def run_local(settings: RunSettings,
       'actor_precision': settings.actor_precision,
       'seed': settings.seed})
   roles_on = roles_on or placement.Machine(root_dir)
+  # Every role gets the run key through its environment: no role needs the
+  # run directory of this machine to check what the learner signed.
+  role_environment = signing.run_key(root_dir).environment()
 
   interrupted = _Interrupted()
   common_args = ['--root_dir', root_dir, '--seed', str(settings.seed)]
@@ -228,17 +232,18 @@ def run_local(settings: RunSettings,
         *(run_directory.LEARNER_ROLE, LEARNER_MODULE, learner_args)
         if replay_in_learner else
         (run_directory.SERVER_ROLE, 'binaries.reverb_server_main',
-         common_args))
+         common_args), role_environment)
     roles.append(server)
     if not replay_in_learner:
       roles.append(roles_on.start_role(
           run_directory.LEARNER_ROLE, LEARNER_MODULE,
-          learner_args + ['--replay_server_address', address]))
+          learner_args + ['--replay_server_address', address],
+          role_environment))
     summary['replay_server_address'] = address
     # The clients wait for the server themselves: starting them now
     # overlaps their start-up (TensorFlow's import) with the server's.
     _start_clients(settings, roles_on, common_args + [
-        '--replay_server_address', address], roles)
+        '--replay_server_address', address], role_environment, roles)
     # Results of an earlier launch of a resumed run do not end this one
     # (read where the evaluator runs, once it does, before it has a model
     # to evaluate).
@@ -300,17 +305,19 @@ def _learner_args(settings: RunSettings) -> List[str]:
 
 
 def _start_clients(settings: RunSettings, roles_on, client_args: List[str],
-                   roles: List) -> None:
+                   environment: Dict[str, str], roles: List) -> None:
   """Adds the evaluator and the actors to `roles`, each as it starts, so
   that a failed start leaves none unstopped."""
   roles.append(roles_on.start_role(run_directory.EVALUATOR_ROLE,
-                                   'binaries.eval_main', client_args))
+                                   'binaries.eval_main', client_args,
+                                   environment))
   for i in range(settings.num_actors):
     roles.append(roles_on.start_role(
         run_directory.actor_role(i), 'binaries.actor_main',
         client_args + ['--actor_precision', settings.actor_precision,
                        '--actor_index', str(i),
-                       '--num_actors', str(settings.num_actors)]))
+                       '--num_actors', str(settings.num_actors)],
+        environment))
 
 
 def _monitor(settings: RunSettings, roles_on, roles: List,
@@ -349,7 +356,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
     progress = _progress(roles_on, settings.num_actors)
     results = roles_on.read_results()
     try:
-      refusals.check(progress['actors'])
+      refusals.check(_pullers(progress))
     except ActorQError:
       # The run stops on what the actors did: the user sees it last.
       log(_progress_line(time.monotonic() - clock.start, progress,
@@ -437,6 +444,12 @@ def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
       actor_refused_versions={run_directory.actor_role(i):
                               a.get('refused_versions', 0)
                               for i, a in enumerate(progress['actors'])},
+      eval_refused_versions=progress['evaluator'].get('refused_versions', 0),
+      # Which versions each actor acted with: all signed with the run key,
+      # and all published by the learner (else named here and in progress).
+      actor_versions_run={
+          run_directory.actor_role(i): _versions_run(a, progress['learner'])
+          for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
       exit_codes={role.name: role.exit_code() for role in roles},
       **roles_on.summary())
@@ -505,31 +518,48 @@ def _wait_for_role_server(server, address: str,
 
 
 class _RefusalWatch:
-  """Fails the run when an actor keeps refusing what the learner publishes:
-  `max_versions` in a row, or every version for `max_seconds` while it has
-  no model at all. Status files written before `since` (an earlier launch
-  of a resumed run) do not count."""
+  """Fails the run when a role that pulls models (an actor, the evaluator)
+  keeps refusing them: `max_versions` in a row, or every one for
+  `max_seconds` while it has no model at all. Status files written before
+  `since` (an earlier launch of a resumed run) do not count."""
 
   def __init__(self, max_versions: int, max_seconds: float, since: float):
     self._max_versions = max_versions
     self._max_seconds = max_seconds
     self._since = since
 
-  def check(self, actors: List[Dict]) -> None:
-    for index, actor in enumerate(actors):
-      refused = actor.get('consecutive_refusals', 0)
-      if not refused or actor.get('time', 0.0) < self._since:
+  def check(self, pullers: Dict[str, Dict]) -> None:
+    for name, status in pullers.items():
+      refused = status.get('consecutive_refusals', 0)
+      if not refused or status.get('time', 0.0) < self._since:
         continue
-      seconds = time.time() - (actor.get('refusing_since') or time.time())
-      random_actions = not actor.get('model_version')
+      seconds = time.time() - (status.get('refusing_since') or time.time())
+      random_actions = not status.get('model_version')
       if refused >= self._max_versions or (
           random_actions and seconds >= self._max_seconds):
         raise ActorQError(
-            f'actor_{index} refused {refused} model version(s) in a row, '
+            f'{name} refused {refused} model version(s) in a row, '
             f'the first {seconds:.0f} s ago, and acts with model version '
-            f'{actor.get("model_version", 0)} (0: random actions); the run '
+            f'{status.get("model_version", 0)} (0: none); the run '
             'stops rather than train on that. Last refusal: '
-            f'{actor.get("last_refusal")}')
+            f'{status.get("last_refusal")}')
+
+
+def _pullers(progress: Dict) -> Dict[str, Dict]:
+  """The status of each role that pulls models, by role name."""
+  pullers = {run_directory.actor_role(i): a
+             for i, a in enumerate(progress['actors'])}
+  pullers[run_directory.EVALUATOR_ROLE] = progress['evaluator']
+  return pullers
+
+
+def _versions_run(actor: Dict, learner: Dict) -> Dict:
+  versions = actor.get('versions_run', [])
+  return {'count': len(versions),
+          'first': versions[0] if versions else None,
+          'last': versions[-1] if versions else None,
+          'not_published_by_learner': sorted(
+              set(versions) - set(learner.get('published_versions', [])))}
 
 
 def _progress(roles_on, num_actors: int) -> Dict:
@@ -538,6 +568,7 @@ def _progress(roles_on, num_actors: int) -> Dict:
   learner = roles_on.read_status(run_directory.LEARNER_ROLE) or {}
   return {
       'actors': actors,
+      'evaluator': roles_on.read_status(run_directory.EVALUATOR_ROLE) or {},
       'env_steps': sum(a.get('env_steps', 0) for a in actors),
       'env_steps_per_second': sum(a.get('env_steps_per_second', 0.0)
                                   for a in actors),
@@ -560,11 +591,20 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
                       if a.get('env_steps')), default=0.0)
   if random_share >= 0.005:
     line += f' ({random_share:.0%} of recent steps random: no model)'
-  for index, actor in enumerate(actors):
-    if actor.get('consecutive_refusals'):
-      line += (f' | actor_{index} REFUSED {actor["consecutive_refusals"]} '
-               f'version(s), last {actor.get("last_refusal")}')
   learner = progress.get('learner', {})
+  for name, status in _pullers(progress).items():
+    if status.get('consecutive_refusals'):
+      line += (f' | {name} REFUSED {status["consecutive_refusals"]} '
+               f'version(s), last {status.get("last_refusal")}')
+    elif status.get('refused_versions'):
+      line += (f' | {name} refused {status["refused_versions"]} row(s) '
+               f'earlier, last {status.get("last_refusal")}')
+  for index, actor in enumerate(actors):
+    # Cannot happen unless the run key leaked: said, not assumed.
+    unpublished = _versions_run(actor, learner)['not_published_by_learner']
+    if learner and unpublished:
+      line += (f' | actor_{index} RAN VERSION(S) THE LEARNER NEVER '
+               f'PUBLISHED: {unpublished[:3]}')
   for kind in ('skipped', 'refused'):
     if learner.get(f'{kind}_exports'):
       line += (f' | learner {kind.upper()} {learner[f"{kind}_exports"]} '

@@ -28,6 +28,7 @@ from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 
@@ -49,7 +50,8 @@ def train(root_dir: str,
           stop: Optional[threading.Event] = None,
           stop_grace_s: float = 10.0,
           energy_meter: Optional[energy.EnergyMeter] = None,
-          on_finish: Callable[[], None] = lambda: None) -> int:
+          on_finish: Callable[[], None] = lambda: None,
+          model_key_file: str = '') -> int:
   """Trains until `max_train_steps` (0: until stopped); returns the step.
 
   Args:
@@ -86,6 +88,9 @@ def train(root_dir: str,
       finishes it (`stop_grace_s`), just before it ends the process: a
       replay server hosted in this process checkpoints there. (When the
       loop ends by itself, the caller goes on after `train` returns.)
+    model_key_file: the run key's file, which signs every model and
+      variables row (see `signing.run_key`); '' takes the key the launcher
+      handed over, else root_dir's, made there if there is none.
   """
   networks.set_seed(seed)
   env = environments.load_environment()
@@ -102,6 +107,7 @@ def train(root_dir: str,
   if not 0 <= policy_average_decay < 1:
     raise ActorQError(f'policy_average_decay must lie in [0, 1), not '
                       f'{policy_average_decay}')
+  key = signing.run_key(root_dir, model_key_file)
   client = model_channel.wait_for_server(server_address, server_timeout_s)
   replay.check_same_environment(client, algorithm.collect_data_spec(env))
   policy_average = (PolicyAverage(policy_network, policy_average_decay)
@@ -117,9 +123,13 @@ def train(root_dir: str,
                  restored_train_step)
 
   writer = metrics.summary_writer(root_dir, run_directory.LEARNER_ROLE)
-  publisher = model_channel.ModelPublisher(client)
+  publisher = model_channel.ModelPublisher(client, key)
   # What one model update costs to send to an actor, per actor precision.
   model_update_bytes = {}
+  # Every version this run's learner published: the launcher checks the
+  # actors' versions against them.
+  published_versions = (run_directory.read_status(
+      root_dir, run_directory.LEARNER_ROLE) or {}).get('published_versions', [])
 
   def publish(results, weights):
     try:
@@ -128,6 +138,7 @@ def train(root_dir: str,
       logging.warning('Could not publish version %d (%s); the next export '
                       'will try again.', results[0].version, e)
       return
+    published_versions.append(results[0].version)
     model_update_bytes.update(
         {r.precision: len(r.model_bytes) for r in results},
         tf=sum(w.nbytes for w in weights))
@@ -173,6 +184,7 @@ def train(root_dir: str,
   def figures(step):
     return dict(train_step=step, restored_train_step=restored_train_step,
                 model_update_bytes=model_update_bytes,
+                published_versions=published_versions,
                 **export_trigger.figures(), **energy_figures(step))
 
   status_trigger = StatusTrigger(root_dir, client, summary_interval, figures,

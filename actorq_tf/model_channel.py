@@ -1,14 +1,15 @@
 """Publishing policy models and variables through Reverb, and pulling them.
 
 Each precision has a table of size one that keeps the newest model: the
-learner inserts (version, precision, sha256, model bytes, observation shift
-and scale) and actors sample it.
+learner inserts (version, precision, signature, model bytes, observation
+shift and scale) and actors sample it. The signature is the run key's HMAC
+of the rest (see `signing`): a row it does not verify is refused, whatever
+its version, and never blocks the learner's later versions.
 Actors keep the version they run and never step back to an older one.
 """
 import dataclasses
-import hashlib
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import numpy as np
@@ -20,10 +21,12 @@ from tf_agents.experimental.distributed import reverb_variable_container
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 from actorq_tf.normalization import ObservationNormalizer
+from actorq_tf.signing import RunKey
 
 VARIABLES_TABLE = 'variables'  # TF-Agents' ReverbVariableContainer default.
 POLICY_KEY = 'policy'
 VERSION_KEY = 'version'
+SIGNATURE_KEY = 'signature'
 
 
 # The largest model one Reverb item carries here: 1.1 GB went through a local
@@ -57,7 +60,7 @@ def _newest_only_table(name: str, signature) -> reverb.Table:
 
 def model_table(precision: str, observation_shape) -> reverb.Table:
   return _newest_only_table(model_table_name(precision),
-                            PublishedModel.signature(observation_shape))
+                            PublishedModel.table_signature(observation_shape))
 
 
 def variables_table(variables) -> reverb.Table:
@@ -70,52 +73,63 @@ def variables_table(variables) -> reverb.Table:
 class PublishedModel:
   """One model update on the wire: a row of its precision's table.
 
-  The row is (version, precision, SHA-256, model bytes, normalizer shift,
+  The row is (version, precision, signature, model bytes, normalizer shift,
   normalizer scale); `signature`, `columns` and `from_columns` are the only
-  places that know it.
+  places that know it. Its signature, made by `signed`, covers the rest:
+  version, precision, bytes and normalizer all decide what an actor does.
   """
   version: int
   precision: str
   model_bytes: bytes
   normalizer: ObservationNormalizer
+  signature: str = ''
 
-  @property
-  def sha256(self) -> str:
-    """Covers the bytes and the normalizer: both decide the actions."""
-    digest = hashlib.sha256(self.model_bytes)
-    for values in (self.normalizer.shift, self.normalizer.scale):
-      digest.update(np.ascontiguousarray(values, np.float32).tobytes())
-    return digest.hexdigest()
+  def _signed_parts(self) -> List[bytes]:
+    return [np.int64(self.version).tobytes(), self.precision.encode(),
+            self.model_bytes,
+            np.ascontiguousarray(self.normalizer.shift, np.float32).tobytes(),
+            np.ascontiguousarray(self.normalizer.scale, np.float32).tobytes()]
+
+  def signed(self, key: RunKey) -> 'PublishedModel':
+    return dataclasses.replace(self, signature=key.sign(self._signed_parts()))
+
+  def signed_by(self, key: RunKey) -> bool:
+    return key.verifies(self.signature, self._signed_parts())
 
   @staticmethod
-  def signature(observation_shape) -> Tuple[tf.TensorSpec, ...]:
+  def table_signature(observation_shape) -> Tuple[tf.TensorSpec, ...]:
     return (tf.TensorSpec([], tf.int64, 'version'),
             tf.TensorSpec([], tf.string, 'precision'),
-            tf.TensorSpec([], tf.string, 'sha256'),
+            tf.TensorSpec([], tf.string, 'signature'),
             tf.TensorSpec([], tf.string, 'model'),
             tf.TensorSpec(observation_shape, tf.float32, 'shift'),
             tf.TensorSpec(observation_shape, tf.float32, 'scale'))
 
-  def columns(self, claimed_sha256: Optional[str] = None) -> List[np.ndarray]:
-    """The row to insert. It claims this model's checksum unless told
-    otherwise (a tampered row claims another's)."""
+  def columns(self) -> List[np.ndarray]:
+    """The row to insert."""
     return [np.int64(self.version),
             np.array(self.precision.encode(), dtype=object),
-            np.array((claimed_sha256 or self.sha256).encode(), dtype=object),
+            np.array(self.signature.encode(), dtype=object),
             np.array(self.model_bytes, dtype=object),
             self.normalizer.shift.astype(np.float32),
             self.normalizer.scale.astype(np.float32)]
 
   @classmethod
-  def from_columns(cls, columns: Sequence[np.ndarray]
-                  ) -> Tuple['PublishedModel', str]:
-    """The model a row holds, and the checksum the row claims for it."""
-    version, precision, claimed, model_bytes, shift, scale = columns
+  def from_columns(cls, columns: Sequence[np.ndarray]) -> 'PublishedModel':
+    """The model a row holds, with the signature the row claims for it."""
+    version, precision, signature, model_bytes, shift, scale = columns
     return cls(int(version), bytes(precision).decode(errors='replace'),
                bytes(model_bytes),
                ObservationNormalizer(shift.astype(np.float32),
-                                     scale.astype(np.float32))
-              ), bytes(claimed).decode(errors='replace')
+                                     scale.astype(np.float32)),
+               bytes(signature).decode(errors='replace'))
+
+
+def variables_signed_parts(version: int, values) -> List[bytes]:
+  """What a variables row's signature covers: its version and one
+  version's fp32 variables (arrays, in the network's order)."""
+  return [np.int64(version).tobytes(), b'variables'] + [
+      np.ascontiguousarray(np.asarray(v)).tobytes() for v in values]
 
 
 def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
@@ -135,11 +149,13 @@ def wait_for_server(address: str, timeout_s: float) -> reverb.Client:
 
 
 class ModelPublisher:
-  """Learner side: inserts each model with its version into its table, and
-  the fp32 variables of the same version for `tf` actors and the evaluator."""
+  """Learner side: signs each model and inserts it with its version into its
+  table, then the signed fp32 variables of the same version for `tf` actors
+  and the evaluator."""
 
-  def __init__(self, client: reverb.Client):
+  def __init__(self, client: reverb.Client, key: RunKey):
     self._client = client
+    self._key = key
     self._variable_container = None
 
   def publish_exports(self, results, network_weights) -> None:
@@ -156,31 +172,82 @@ class ModelPublisher:
           reverb_variable_container.ReverbVariableContainer(
               self._client.server_address, table_names=[VARIABLES_TABLE]))
     self._variable_container.push(
-        policy_variables(network_weights, np.int64(version)),
+        policy_variables(network_weights, np.int64(version),
+                         self._key.sign(variables_signed_parts(
+                             version, network_weights))),
         table=VARIABLES_TABLE)
 
   def publish(self, model: PublishedModel) -> None:
     check_model_size(model.precision, len(model.model_bytes))
-    self._client.insert(
-        model.columns(), priorities={model_table_name(model.precision): 1.0})
+    self._client.insert(model.signed(self._key).columns(),
+                        priorities={model_table_name(model.precision): 1.0})
+
+
+class Refusals:
+  """What a role refused of the rows it pulled, and since when.
+
+  A refused row is remembered by its version and signature: one that no
+  key signed can never keep the learner's own row of the same version out.
+  """
+
+  def __init__(self, what: str):
+    self._what = what
+    self._rows = set()
+    self.consecutive = 0  # Refused since the last accepted row.
+    self.since: Optional[float] = None  # time.time() of the first of those.
+    self.last = ''
+
+  def known(self, version: int, signature: str) -> bool:
+    return (version, signature) in self._rows
+
+  def refuse(self, version: int, signature: str, reason: str,
+             kept_version: int) -> None:
+    """Never takes this row; logs why once."""
+    self._rows.add((version, signature))
+    if not self.consecutive:
+      self.since = time.time()
+    self.consecutive += 1
+    self.last = f'version {version}: {reason}'
+    logging.warning('Refusing %s version %d: %s; keeping version %d.',
+                    self._what, version, reason, kept_version)
+
+  def accepted(self) -> None:
+    self.consecutive = 0
+    self.since = None
+
+  def status(self) -> Dict[str, object]:
+    """The figures that status files, TensorBoard and the launcher show."""
+    return {'refused_versions': len(self._rows),
+            'consecutive_refusals': self.consecutive,
+            'refusing_since': self.since,
+            'last_refusal': self.last}
+
+
+def _unsigned_reason(key: RunKey) -> str:
+  return (f'its signature does not verify with the run key from '
+          f'{key.source} (a row that did not come from this run\'s learner, '
+          'a corrupted one, or a key that is not the learner\'s)')
 
 
 class ModelPuller:
-  """Actor side: fetches the newest model of one precision if it is new.
+  """Actor side: fetches the newest model of one precision if it is new and
+  signed with the run key.
 
-  Keeps count of the versions it refused, so that an actor that cannot run
+  Keeps count of the rows it refused, so that an actor that cannot run
   what the learner publishes says so (status files, TensorBoard, the
   launcher) instead of acting at random unnoticed.
   """
 
-  def __init__(self, client: reverb.Client, precision: str,
+  def __init__(self, client: reverb.Client, precision: str, key: RunKey,
                server_timeout_s: float = 10.0,
-               resample_interval_s: float = 60.0):
+               resample_interval_s: float = 60.0,
+               refusals: Optional[Refusals] = None):
     self._client = client
     self._precision = precision
+    self._key = key
     self._table = model_table_name(precision)
     self._server_timeout_s = server_timeout_s
-    self._refused_versions = set()
+    self.refusals = refusals or Refusals(f'{precision} model')
     # The table's insert count when it was last sampled: a paper-size model
     # is megabytes, and sampling it again only to find the same version
     # would cost the actor a transfer at every pull. A restarted server
@@ -191,13 +258,6 @@ class ModelPuller:
     self._sampled_at_time = -float('inf')
     self._resample_interval_s = resample_interval_s
     self.version = 0
-    self.consecutive_refusals = 0  # Refused since the last accepted model.
-    self.refusing_since: Optional[float] = None  # time.time() of the first.
-    self.last_refusal = ''
-
-  @property
-  def refused_count(self) -> int:
-    return len(self._refused_versions)
 
   def _inserts_if_any(self) -> Optional[int]:
     """The table's insert count, or None while it holds no model."""
@@ -217,8 +277,8 @@ class ModelPuller:
   def pull_newer(self) -> Optional[PublishedModel]:
     """The newest model if its version is above the one in use, else None.
 
-    A model whose bytes fail their checksum or whose precision is not the
-    one asked for is refused with a warning (once per version).
+    A model that its signature does not vouch for, or whose precision is not
+    the one asked for, is refused with a warning (once per row).
     """
     try:
       inserts = self._inserts_if_any()
@@ -235,13 +295,13 @@ class ModelPuller:
     self._sampled_at_inserts = inserts
     self._sampled_at_time = time.monotonic()
     # Each column holds the one step that `insert` wrote.
-    model, claimed_sha256 = PublishedModel.from_columns(
+    model = PublishedModel.from_columns(
         [np.asarray(column)[0] for column in sample.data])
     if (model.version <= self.version or
-        model.version in self._refused_versions):
+        self.refusals.known(model.version, model.signature)):
       return None
-    if model.sha256 != claimed_sha256:
-      self.refuse(model, 'it fails its checksum')
+    if not model.signed_by(self._key):
+      self.refuse(model, _unsigned_reason(self._key))
       return None
     if model.precision != self._precision:
       self.refuse(model, f'it is a {model.precision!r} model, not '
@@ -255,14 +315,8 @@ class ModelPuller:
     self._sampled_at_inserts = None
 
   def refuse(self, model: PublishedModel, reason: str) -> None:
-    """Never takes this version; logs why once."""
-    self._refused_versions.add(model.version)
-    if not self.consecutive_refusals:
-      self.refusing_since = time.time()
-    self.consecutive_refusals += 1
-    self.last_refusal = f'version {model.version}: {reason}'
-    logging.warning('Refusing %s model version %d: %s; keeping version %d.',
-                    self._precision, model.version, reason, self.version)
+    """Never takes this row; logs why once."""
+    self.refusals.refuse(model.version, model.signature, reason, self.version)
 
   def accept(self, model: PublishedModel) -> None:
     """Records that the actor now runs `model`; versions only go forward."""
@@ -270,8 +324,42 @@ class ModelPuller:
       raise ValueError(f'model version {model.version} is not newer than '
                        f'{self.version}')
     self.version = model.version
-    self.consecutive_refusals = 0
-    self.refusing_since = None
+    self.refusals.accepted()
+
+
+class VariablesPuller:
+  """`tf` actors and the evaluator: the learner's fp32 variables, assigned
+  to `variables` only when a newer version's row is signed with the run
+  key. The whole row comes at each `update` (TF-Agents' own variable
+  container does the same); only a newer version's is verified."""
+
+  def __init__(self, server_address: str, variables, key: RunKey,
+               refusals: Optional[Refusals] = None):
+    self._variables = variables
+    self._key = key
+    self._container = reverb_variable_container.ReverbVariableContainer(
+        server_address, table_names=[VARIABLES_TABLE])
+    self.refusals = refusals or Refusals('fp32 variables')
+    self.version = 0
+
+  def update(self) -> bool:
+    """True if a newer signed version is now in the variables."""
+    row = self._container.pull(VARIABLES_TABLE)
+    version = int(row[VERSION_KEY].numpy())
+    signature = row[SIGNATURE_KEY].numpy().decode(errors='replace')
+    if version <= self.version or self.refusals.known(version, signature):
+      return False
+    values = row[POLICY_KEY]
+    if not self._key.verifies(signature,
+                              variables_signed_parts(version, values)):
+      self.refusals.refuse(version, signature, _unsigned_reason(self._key),
+                           self.version)
+      return False
+    for variable, value in zip(self._variables, values):
+      variable.assign(value)
+    self.version = version
+    self.refusals.accepted()
+    return True
 
 
 def _table_info(client: reverb.Client, table: str, timeout_s: int
@@ -296,6 +384,7 @@ def _table_info(client: reverb.Client, table: str, timeout_s: int
   return None
 
 
-def policy_variables(network_variables, version):
+def policy_variables(network_variables, version, signature):
   """The nest pushed to and pulled from the variables table."""
-  return {POLICY_KEY: network_variables, VERSION_KEY: version}
+  return {POLICY_KEY: network_variables, VERSION_KEY: version,
+          SIGNATURE_KEY: signature}

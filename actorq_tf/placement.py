@@ -42,8 +42,11 @@ class RoleProcess:
   """One role's subprocess, its output in a log file."""
 
   def __init__(self, name: str, module: str, args: Sequence[str],
-               log_dir: str):
+               log_dir: str, environment: Optional[Dict[str, str]] = None):
     self.name = name
+    # Added to the launcher's own environment (the run key, which must not
+    # show in the command line).
+    self._environment = dict(environment or {})
     self.log_path = os.path.join(log_dir, f'{name}.log')
     self.restarts = 0
     self._command = [sys.executable, '-m', module, *args]
@@ -51,7 +54,7 @@ class RoleProcess:
     self._start()
 
   def _start(self) -> None:
-    env = dict(os.environ)
+    env = dict(os.environ, **self._environment)
     env['PYTHONPATH'] = run_directory.roles_python_path()
     with open(self.log_path, 'ab') as log:
       # A session of its own: Ctrl-C reaches only the launcher, which then
@@ -107,18 +110,19 @@ class Machine:
   def describe(self) -> str:
     return f'this machine (logs in {self._log_dir})'
 
-  def start_server(self, name: str, module: str,
-                   args: List[str]) -> Tuple[RoleProcess, str]:
+  def start_server(self, name: str, module: str, args: List[str],
+                   environment: Dict[str, str]) -> Tuple[RoleProcess, str]:
     """The role that hosts the Reverb server, and the address its clients
     reach it at."""
     port = portpicker.pick_unused_port()
     server = RoleProcess(name, module, args + ['--replay_port', str(port)],
-                         self._log_dir)
+                         self._log_dir, environment)
     return server, f'localhost:{port}'
 
-  def start_role(self, name: str, module: str,
-                 args: List[str]) -> RoleProcess:
-    return RoleProcess(name, module, args, self._log_dir)
+  def start_role(self, name: str, module: str, args: List[str],
+                 environment: Dict[str, str]) -> RoleProcess:
+    """A role with `environment` added to this process's own."""
+    return RoleProcess(name, module, args, self._log_dir, environment)
 
   def read_status(self, role: str) -> Optional[Dict]:
     return run_directory.read_status(self.root_dir, role)

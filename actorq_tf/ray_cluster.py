@@ -70,14 +70,15 @@ class RoleHost:
   the role's files there."""
 
   def __init__(self, root_dir: str, name: str, module: str,
-               args: Sequence[str]):
+               args: Sequence[str], environment: Dict[str, str]):
     self._root_dir = root_dir
     self._name = name
     # Tells this host from the one Ray starts in its place.
     self._token = uuid.uuid4().hex
     _wait_for_predecessor(root_dir, name, module)
     self._role = placement.RoleProcess(
-        name, module, args, os.path.join(root_dir, run_directory.LOGS_DIR))
+        name, module, args, os.path.join(root_dir, run_directory.LOGS_DIR),
+        environment)
     self._started = time.time()
 
   def poll(self) -> Tuple[str, Optional[int]]:
@@ -367,16 +368,16 @@ class RayCluster:
     return role_options(name, self._resources, self._has_gpu, hosts_server)
 
   def _start(self, name: str, module: str, args: List[str],
-             options: Dict) -> RayRole:
+             environment: Dict[str, str], options: Dict) -> RayRole:
     host = self._host_class.options(**options).remote(
-        self.root_dir, name, module, args)
+        self.root_dir, name, module, args, environment)
     role = RayRole(name, host, os.path.join(
         self.root_dir, run_directory.LOGS_DIR, f'{name}.log'), options)
     self._roles[name] = role
     return role
 
-  def start_server(self, name: str, module: str,
-                   args: List[str]) -> Tuple[RayRole, str]:
+  def start_server(self, name: str, module: str, args: List[str],
+                   environment: Dict[str, str]) -> Tuple[RayRole, str]:
     options = self._options(name, hosts_server=True)
     probe = ray.remote(_node_and_free_port).options(
         num_cpus=options['num_cpus'], num_gpus=options.get('num_gpus', 0),
@@ -393,11 +394,12 @@ class RayCluster:
     options['scheduling_strategy'] = NodeAffinitySchedulingStrategy(
         node_id, soft=False)
     server = self._start(name, module, args + ['--replay_port', str(port)],
-                         options)
+                         environment, options)
     return server, f'{node_ip}:{port}'
 
-  def start_role(self, name: str, module: str, args: List[str]) -> RayRole:
-    return self._start(name, module, args, self._options(name))
+  def start_role(self, name: str, module: str, args: List[str],
+                 environment: Dict[str, str]) -> RayRole:
+    return self._start(name, module, args, environment, self._options(name))
 
   def read_status(self, role: str) -> Optional[Dict]:
     host = self._roles.get(role)

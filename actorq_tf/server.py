@@ -38,7 +38,8 @@ def create_tables(env) -> list:
              for p in TFLITE_PRECISIONS]
   tables.append(model_channel.variables_table(
       model_channel.policy_variables(policy_network.variables,
-                                     tf.Variable(0, dtype=tf.int64))))
+                                     tf.constant(0, tf.int64),
+                                     tf.constant(''))))
   return tables
 
 

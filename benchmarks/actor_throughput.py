@@ -17,6 +17,7 @@ actor step time.
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
 import json
+import os
 import tempfile
 import time
 
@@ -35,6 +36,7 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import server
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from benchmarks import common
 
@@ -77,10 +79,12 @@ def _unthrottled_tables(env):
   return tables
 
 
-def _publish_all_precisions(address, env):
-  """Publishes a model of every TFLite precision; returns them by precision."""
+def _publish_all_precisions(address, env, key_file):
+  """Publishes a model of every TFLite precision, signed with the key in
+  `key_file`; returns them by precision."""
   client = model_channel.wait_for_server(address, 10)
-  publisher = model_channel.ModelPublisher(client)
+  publisher = model_channel.ModelPublisher(client,
+                                           signing.run_key('', key_file))
   algorithm = agents.check_environment(env)
   policy_network = algorithm.policy_network(env)
   exporter = export.PolicyExporter(
@@ -126,7 +130,7 @@ def _env_only(env, steps, direct=True):
   return steps / (time.perf_counter() - start)
 
 
-def _actor(address, precision, steps, pull_interval):
+def _actor(address, precision, steps, pull_interval, key_file):
   """(env steps/s of the actor's loop, its status at the end)."""
   root_dir = tempfile.mkdtemp()
   # Epsilon at its final value from the first step: the policy is measured.
@@ -134,7 +138,7 @@ def _actor(address, precision, steps, pull_interval):
     gin.bind_parameter('epsilon_greedy.decay_steps', 0)
   actor.run_actor(root_dir, address, precision=precision,
                   max_env_steps=steps, model_pull_interval=pull_interval,
-                  wait_for_first_model_s=120)
+                  wait_for_first_model_s=120, model_key_file=key_file)
   status = run_directory.read_status(root_dir, 'actor_0')
   if status['model_share'] < MIN_MODEL_SHARE:
     raise ActorQError(
@@ -150,7 +154,9 @@ def measure(env_steps: int, repeats: int) -> dict:
   reverb_server = reverb.Server(_unthrottled_tables(env), port=None)
   address = f'localhost:{reverb_server.port}'
   try:
-    models = _publish_all_precisions(address, env)
+    key_file = os.path.join(tempfile.mkdtemp(), signing.KEY_FILE)
+    signing.run_key(os.path.dirname(key_file))  # Makes it.
+    models = _publish_all_precisions(address, env, key_file)
     observations = environments.random_walk_observations(env, 50)
     measurements = {
         ENV_ONLY: lambda: (_env_only(env, 2 * env_steps), None),
@@ -159,7 +165,7 @@ def measure(env_steps: int, repeats: int) -> dict:
     for row, (precision, pull_interval) in ACTOR_ROWS.items():
       steps = env_steps // 4 if precision == 'tf' else env_steps
       measurements[row] = (lambda p=precision, s=steps, i=pull_interval:
-                           _actor(address, p, s, i))
+                           _actor(address, p, s, i, key_file))
     # Rows take turns, so drift in the machine's speed hits every row alike.
     samples = {row: [] for row in measurements}
     statuses = {row: [] for row in ACTOR_ROWS}

@@ -7,6 +7,7 @@ from actorq_tf import actor
 from actorq_tf import runtime
 
 common.define_server_address_flag()
+common.define_model_key_flag()
 flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
                   'int8, fp16 or fp32 TFLite models, or tf: TF-Agents\' own '
                   'fp32 policy on the learner\'s variables.')
@@ -28,7 +29,8 @@ def main(_):
                   actor_index=FLAGS.actor_index, num_actors=FLAGS.num_actors,
                   seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
                   model_pull_interval=FLAGS.model_pull_interval,
-                  should_stop=stop.is_set)
+                  should_stop=stop.is_set,
+                  **common.model_key_args())
 
 
 def run():

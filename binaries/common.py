@@ -41,6 +41,19 @@ def define_server_address_flag():
                       'host:port of the Reverb server.')
 
 
+def define_model_key_flag():
+  flags.DEFINE_string('model_key_file', '', 'File of the run key that signs '
+                      'every model (hex, as the launcher writes it to '
+                      '<root_dir>/model.key); empty: the key a launcher '
+                      'handed over, else <root_dir>/model.key.')
+
+
+def model_key_args():
+  """run_actor's, run_evaluator's and train's key argument if the flag
+  gives one: a gin binding of it (one role's key) holds otherwise."""
+  return {'model_key_file': FLAGS.model_key_file} if FLAGS.model_key_file else {}
+
+
 def define_replay_port_flag(default: int, help_text: str):
   flags.DEFINE_integer('replay_port', default, help_text)
 

@@ -6,6 +6,7 @@ from actorq_tf import evaluation
 from actorq_tf import runtime
 
 common.define_server_address_flag()
+common.define_model_key_flag()
 flags.DEFINE_integer('max_evaluations', 0, 'Stop after this many; 0 runs '
                      'until stopped.')
 flags.mark_flag_as_required('root_dir')
@@ -17,7 +18,8 @@ def main(_):
   stop = runtime.stop_on_signals()
   evaluation.run_evaluator(FLAGS.root_dir, FLAGS.replay_server_address,
                            seed=FLAGS.seed, should_stop=stop.is_set,
-                           max_evaluations=FLAGS.max_evaluations)
+                           max_evaluations=FLAGS.max_evaluations,
+                           **common.model_key_args())
 
 
 def run():

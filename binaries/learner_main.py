@@ -10,6 +10,7 @@ from actorq_tf import runtime
 from actorq_tf import server
 
 common.define_server_address_flag()
+common.define_model_key_flag()
 common.define_replay_port_flag(
     0, 'Host the run\'s Reverb server in this process, on this port of '
     'every interface, and train from it without gRPC; 0 trains from the '
@@ -38,7 +39,7 @@ def main(_):
                   actor_precision=FLAGS.actor_precision, seed=FLAGS.seed,
                   max_train_steps=FLAGS.max_train_steps,
                   stop=stop, energy_meter=common.energy_meter(),
-                  on_finish=on_finish)
+                  on_finish=on_finish, **common.model_key_args())
 
 
 def run():

@@ -23,7 +23,8 @@ TEST_BINDINGS = (
 # clusters, the report's benchmarks): minutes, where the others take seconds.
 # `bash scripts/test.sh -m 'not end_to_end'` runs the others alone.
 END_TO_END_MODULES = ('test_benchmarks', 'test_distributed', 'test_faults',
-                      'test_ray_cluster', 'test_your_own_problem')
+                      'test_ray_cluster', 'test_trust_and_load',
+                      'test_your_own_problem')
 
 
 def pytest_collection_modifyitems(items):

@@ -13,6 +13,7 @@ from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import model_channel
+from actorq_tf import signing
 from conftest import PROJECT_ROOT
 
 
@@ -28,13 +29,14 @@ def cartpole_observations(count=256, seed=0):
   return np.array(observations, np.float32)
 
 
-def publish_policy(server_address, version, precisions=('int8',),
+def publish_policy(server_address, version, root_dir, precisions=('int8',),
                    q_network=None, publish_variables=True):
-  """Exports the configured Q-network and publishes models and variables."""
+  """Exports the configured Q-network and publishes models and variables,
+  signed with the key of the run in `root_dir`."""
   env = environments.load_environment()
   q_network = q_network or agents.builder().policy_network(env)
   client = model_channel.wait_for_server(server_address, 10)
-  publisher = model_channel.ModelPublisher(client)
+  publisher = model_channel.ModelPublisher(client, signing.run_key(root_dir))
 
   def publish_models_only(results, _):
     for result in results:

@@ -19,6 +19,7 @@ from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from helpers import publish_policy
 
@@ -30,7 +31,7 @@ def _replay_size(address):
 @pytest.mark.parametrize('precision', ['int8', 'fp16', 'fp32', 'tf'])
 def test_actor_runs_the_published_model_and_fills_replay(
     reverb_server, tmp_path, precision):
-  publish_policy(reverb_server, version=42,
+  publish_policy(reverb_server, version=42, root_dir=str(tmp_path),
                  precisions=('int8', 'fp16', 'fp32'))
   env_steps = 3000
   steps = actor.run_actor(str(tmp_path), reverb_server, precision=precision,
@@ -122,42 +123,46 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   assert np.isfinite(loss.numpy())
 
 
-def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server):
+def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server,
+                                                           tmp_path):
   client = model_channel.wait_for_server(reverb_server, 10)
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
-  publish_policy(reverb_server, version=10)
-  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder())
+  publish_policy(reverb_server, version=10, root_dir=str(tmp_path))
+  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder(),
+                                   signing.run_key(str(tmp_path)))
   assert policy.update(wait=True)
   assert policy.version == 10
   three_actions = networks.create_q_network(
       tensor_spec.TensorSpec([4], tf.float32), 3)
-  publish_policy(reverb_server, version=20, q_network=three_actions,
-                 publish_variables=False)
+  publish_policy(reverb_server, version=20, root_dir=str(tmp_path),
+                 q_network=three_actions, publish_variables=False)
   assert not policy.update(wait=True)
   assert policy.version == 10
   assert policy.greedy_action(env.reset().observation) in (0, 1)
 
 
-def _insert_model(client, model, digest=None):
-  client.insert(model.columns(claimed_sha256=digest),
+def _insert_model(client, model, key):
+  client.insert(model.signed(key).columns(),
                 priorities={model_channel.model_table_name('int8'): 1.0})
 
 
 def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
-    reverb_server):
+    reverb_server, tmp_path):
   client = model_channel.wait_for_server(reverb_server, 10)
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
-  publish_policy(reverb_server, version=10)
-  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder())
+  publish_policy(reverb_server, version=10, root_dir=str(tmp_path))
+  key = signing.run_key(str(tmp_path))
+  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder(), key)
   assert policy.update(wait=True)
-  good = model_channel.ModelPuller(client, 'int8').pull_newer()
+  good = model_channel.ModelPuller(client, 'int8', key).pull_newer()
   observation = env.reset().observation
   action = policy.greedy_action(observation)
 
+  # Each signed with the run key: a learner's bug, not a stranger's row.
   corrupt = [
-      # Bytes that are not a TFLite model, with a checksum that matches.
+      # Bytes that are not a TFLite model.
       model_channel.PublishedModel(11, 'int8', b'\x00' * 1024,
                                    good.normalizer),
       # A model cut short, as a bad copy would leave it.
@@ -168,17 +173,19 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
                                    good.normalizer),
   ]
   for model in corrupt:
-    _insert_model(client, model)
+    _insert_model(client, model, key)
     assert not policy.update(wait=True)
-  # A valid model whose checksum does not match what was sent.
+  # A valid model signed with another key.
   _insert_model(client, model_channel.PublishedModel(
-      14, 'int8', good.model_bytes, good.normalizer), digest='0' * 64)
+      14, 'int8', good.model_bytes, good.normalizer),
+                signing.run_key(str(tmp_path / 'another_run')))
   assert not policy.update(wait=True)
+  assert policy.refusals()['refused_versions'] == 4
 
   assert policy.version == 10
   assert policy.greedy_action(observation) == action
   _insert_model(client, model_channel.PublishedModel(
-      15, 'int8', good.model_bytes, good.normalizer))
+      15, 'int8', good.model_bytes, good.normalizer), key)
   assert policy.update(wait=True)
   assert policy.version == 15
 
@@ -251,7 +258,8 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
   address = paper_size_control_suite_server
   env = environments.load_environment()
   client = model_channel.wait_for_server(address, 10)
-  publisher = model_channel.ModelPublisher(client)
+  publisher = model_channel.ModelPublisher(client,
+                                           signing.run_key(str(tmp_path)))
   exporter = export.PolicyExporter(
       agents.builder().policy_network(env),
       agents.builder().model_outputs(env), ['int8'],

@@ -14,7 +14,7 @@ from helpers import publish_policy
 
 def test_evaluator_logs_int8_and_fp32_returns_of_one_version(reverb_server,
                                                              tmp_path):
-  q_network = publish_policy(reverb_server, version=9)
+  q_network = publish_policy(reverb_server, version=9, root_dir=str(tmp_path))
   evaluations = evaluation.run_evaluator(
       str(tmp_path), reverb_server, num_episodes=4, max_evaluations=1)
   assert evaluations == 1
@@ -36,9 +36,9 @@ def test_evaluator_logs_int8_and_fp32_returns_of_one_version(reverb_server,
 
 def test_evaluator_never_compares_int8_with_fp32_of_another_version(
     reverb_server, tmp_path):
-  publish_policy(reverb_server, version=9)
+  publish_policy(reverb_server, version=9, root_dir=str(tmp_path))
   # Version 12's model comes without its variables: fp32 stays at 9.
-  publish_policy(reverb_server, version=12, publish_variables=False)
+  publish_policy(reverb_server, version=12, root_dir=str(tmp_path), publish_variables=False)
   deadline = time.monotonic() + 60
   unmatched_since = []
 
@@ -59,7 +59,7 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
   status = run_directory.read_status(str(tmp_path), 'eval')
   assert status['evaluations'] == 0 and status['unmatched_versions'] == 1
 
-  publish_policy(reverb_server, version=14)
+  publish_policy(reverb_server, version=14, root_dir=str(tmp_path))
   assert evaluation.run_evaluator(
       str(tmp_path), reverb_server, num_episodes=2, max_evaluations=1) == 1
   [result] = run_directory.read_results(str(tmp_path))

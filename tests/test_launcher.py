@@ -35,6 +35,32 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   assert 'actor_0 REFUSED' not in line
 
 
+def test_progress_line_shows_rows_refused_earlier_and_versions_no_one_published(
+    tmp_path):
+  root_dir = str(tmp_path)
+  _write_actor(root_dir, 0, model_version=300, versions_run=[100, 300],
+               refused_versions=1,
+               last_refusal='version 10000000: its signature does not verify')
+  _write_actor(root_dir, 1, model_version=300, versions_run=[100, 250, 300])
+  run_directory.write_status(root_dir, 'eval', model_version=200,
+                             consecutive_refusals=1, refused_versions=1,
+                             last_refusal='version 9: its signature does not '
+                             'verify')
+  run_directory.write_status(root_dir, 'learner', train_step=300,
+                             published_versions=[100, 200, 300])
+  # pylint: disable-next=protected-access
+  progress = launcher._progress(placement.Machine(root_dir), 2)
+  line = launcher._progress_line(12.0, progress, [])  # pylint: disable=protected-access
+  assert ('actor_0 refused 1 row(s) earlier, last version 10000000: its '
+          'signature does not verify') in line
+  assert 'eval REFUSED 1 version(s), last version 9' in line
+  assert 'actor_1 RAN VERSION(S) THE LEARNER NEVER PUBLISHED: [250]' in line
+  assert 'actor_0 RAN' not in line
+  # pylint: disable-next=protected-access
+  assert launcher._versions_run(progress['actors'][1], progress['learner']) == {
+      'count': 3, 'first': 100, 'last': 300, 'not_published_by_learner': [250]}
+
+
 def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
@@ -65,22 +91,23 @@ def test_refusals_stop_the_run_by_count_or_by_time():
   now = time.time()
   watch = launcher._RefusalWatch(  # pylint: disable=protected-access
       max_versions=3, max_seconds=60, since=now - 10)
-  watch.check([{'consecutive_refusals': 2, 'refusing_since': now,
-                'time': now}])
-  watch.check([{'consecutive_refusals': 0, 'time': now}])
-  with pytest.raises(ActorQError, match='refused 3 model version'):
-    watch.check([{'consecutive_refusals': 3, 'refusing_since': now,
-                  'time': now,
-                  'last_refusal': 'version 9: it fails its checksum'}])
-  with pytest.raises(ActorQError, match='the first 61 s ago'):
-    watch.check([{'consecutive_refusals': 1, 'refusing_since': now - 61,
-                  'time': now}])
-  # An actor that runs an earlier model is held to the count alone.
-  watch.check([{'consecutive_refusals': 1, 'refusing_since': now - 61,
-                'model_version': 500, 'time': now}])
+  watch.check({'actor_0': {'consecutive_refusals': 2, 'refusing_since': now,
+                           'time': now}})
+  watch.check({'actor_0': {'consecutive_refusals': 0, 'time': now}})
+  with pytest.raises(ActorQError, match='actor_1 refused 3 model version'):
+    watch.check({'actor_0': {}, 'actor_1': {
+        'consecutive_refusals': 3, 'refusing_since': now, 'time': now,
+        'last_refusal': 'version 9: it fails its checksum'}})
+  with pytest.raises(ActorQError, match='eval refused 1 .* the first 61 s ago'):
+    watch.check({'eval': {'consecutive_refusals': 1,
+                          'refusing_since': now - 61, 'time': now}})
+  # A role that runs an earlier model is held to the count alone.
+  watch.check({'actor_0': {'consecutive_refusals': 1,
+                           'refusing_since': now - 61, 'model_version': 500,
+                           'time': now}})
   # A status of an earlier launch (a resumed run) does not count.
-  watch.check([{'consecutive_refusals': 5, 'refusing_since': now - 600,
-                'time': now - 20}])
+  watch.check({'actor_0': {'consecutive_refusals': 5,
+                           'refusing_since': now - 600, 'time': now - 20}})
 
 
 def _evaluated(root_dir, version, return_int8):

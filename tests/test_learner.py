@@ -13,6 +13,7 @@ from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf import model_channel
 from actorq_tf import run_directory
+from actorq_tf import signing
 
 
 def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
@@ -28,7 +29,8 @@ def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
   assert info[model_channel.model_table_name('fp32')].current_size == 0
   assert info[model_channel.VARIABLES_TABLE].current_size == 1
   client = model_channel.wait_for_server(reverb_server, 10)
-  model = model_channel.ModelPuller(client, 'int8').pull_newer()
+  model = model_channel.ModelPuller(
+      client, 'int8', signing.run_key(root_dir)).pull_newer()
   assert model.version in (100, 200, 300)
   assert os.path.exists(os.path.join(root_dir, 'models', 'policy_int8.tflite'))
   assert os.listdir(os.path.join(root_dir, 'learner'))  # TensorBoard

@@ -130,7 +130,7 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
   # Fake-quantization ranges are learned in training passes; before the
   # first, every output is the same and the export check refuses the model.
   q_network(environments.random_walk_observations(env, 256), training=True)
-  publish_policy(reverb_server, version=7, q_network=q_network)
+  publish_policy(reverb_server, version=7, root_dir=str(tmp_path), q_network=q_network)
   assert actor.run_actor(str(tmp_path), reverb_server, precision='tf',
                          max_env_steps=500, model_pull_interval=50,
                          wait_for_first_model_s=60) == 500

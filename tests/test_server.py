@@ -36,7 +36,7 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   first = server.start_server(None, checkpoint_dir)
   address = f'localhost:{first.port}'
   actor.run_actor(str(tmp_path), address, max_env_steps=300)
-  publish_policy(address, version=7)
+  publish_policy(address, version=7, root_dir=str(tmp_path))
   client = reverb.Client(address)
   for _ in _dataset(address, 32).take(3):
     pass
