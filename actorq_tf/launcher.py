@@ -18,6 +18,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import gin
+import numpy as np
 
 from actorq_tf import config
 from actorq_tf import energy
@@ -339,8 +340,13 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
   next_chaos_kill = clock.start + (settings.chaos_kill_interval_s or
                                    float('inf'))
   chaos_killed = set()
+  # How long one look at the roles takes (statuses, results, restarts),
+  # sleep excluded: what many roles cost the launcher.
+  look_seconds = []
+  summary['monitor_look_s'] = {}
   while True:
     time.sleep(0.5)
+    look_start = time.monotonic()
     for role in roles:
       if role.exit_code() is not None:
         _restart_or_fail(role, settings, role.name in chaos_killed, log)
@@ -399,6 +405,11 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
       if meter:
         metrics.write_energy(energy_writer, meter.reading(),
                              int(now - clock.start))
+    look_seconds.append(time.monotonic() - look_start)
+    summary['monitor_look_s'] = {
+        'looks': len(look_seconds),
+        'median': round(float(np.median(look_seconds)), 4),
+        'max': round(max(look_seconds), 4)}
     if status:
       return status, seen_results
 

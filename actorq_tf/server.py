@@ -22,6 +22,7 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf.errors import ActorQError
 
 
 def create_tables(env) -> list:
@@ -45,14 +46,27 @@ def create_tables(env) -> list:
 
 def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
   """Serves the run's tables, restored from `checkpoint_dir` if it has a
-  checkpoint. Without a directory the tables live in memory only."""
+  checkpoint. Without a directory the tables live in memory only.
+
+  A checkpoint that does not load (damaged files) stops the server with one
+  line and is left as it is: replay is what the run cannot rebuild.
+  """
   env = environments.load_environment()
   checkpointer = None
   if checkpoint_dir:
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
-  return reverb.Server(create_tables(env), port=port,
-                       checkpointer=checkpointer)
+  try:
+    return reverb.Server(create_tables(env), port=port,
+                         checkpointer=checkpointer)
+  except RuntimeError as e:
+    if checkpointer is None:
+      raise
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    raise ActorQError(
+        f'the replay checkpoint in {checkpoint_dir} does not load ({reason}); '
+        'it is left as it is: restore it from a copy, or move it aside to '
+        'resume with empty replay') from e
 
 
 def replay_size(client: reverb.Client) -> int:

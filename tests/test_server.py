@@ -1,6 +1,7 @@
 """Replay checkpoints: what a restarted server restores, that the restored
 rate limiter lets the learner sample at once, and when a replay service
 checkpoints."""
+import os
 import threading
 
 import portpicker
@@ -56,6 +57,33 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   batches = list(_dataset(address, 32).take(5))
   assert len(batches) == 5
   second.stop()
+
+
+def test_a_damaged_replay_checkpoint_stops_the_server_and_is_kept(
+    cartpole_gin, tmp_path):  # pylint: disable=unused-argument
+  checkpoint_dir = str(tmp_path / 'replay_checkpoints')
+  first = server.start_server(None, checkpoint_dir)
+  address = f'localhost:{first.port}'
+  actor.run_actor(str(tmp_path), address, max_env_steps=200)
+  reverb.Client(address).checkpoint()
+  first.stop()
+  [checkpoint] = os.listdir(checkpoint_dir)
+  chunks = os.path.join(checkpoint_dir, checkpoint, 'chunks.tfrecord')
+  with open(chunks, 'r+b') as f:
+    damaged = bytes(b ^ 0x5a for b in f.read(300))
+    f.seek(0)
+    f.write(damaged)
+  files = {name: open(os.path.join(checkpoint_dir, checkpoint, name),
+                      'rb').read()
+           for name in os.listdir(os.path.join(checkpoint_dir, checkpoint))}
+  with pytest.raises(ActorQError, match=(
+      rf'^the replay checkpoint in {checkpoint_dir} does not load '
+      r'\(corrupted record.*\); it is left as it is')):
+    server.start_server(None, checkpoint_dir)
+  assert os.listdir(checkpoint_dir) == [checkpoint]
+  for name, content in files.items():
+    with open(os.path.join(checkpoint_dir, checkpoint, name), 'rb') as f:
+      assert f.read() == content, name
 
 
 def test_a_replay_service_checkpoints_on_schedule_and_once_at_close(

@@ -1,0 +1,283 @@
+"""Many actors, and faults under them: one local run as a user starts it
+(`local_main`, the Reverb server a role of its own), watched from outside.
+
+While the run goes, every 2 s: each role's CPU (cores, from /proc) and
+resident memory, and the replay's size. With `--chaos_kill_interval_s`, the
+launcher SIGKILLs a random role that often; for each kill this records how
+long the role was gone (until a new process of it wrote its status), and for
+a server kill the replay items before it, in its last checkpoint and after
+its restart. At the end: per actor, env steps/s, the share of the learner's
+published versions it acted with and how far behind the newest it ended,
+model pull time per version and bytes per update; the launcher's time per
+look at the roles; the replay ratio; processes of the run left behind.
+
+  .venv/bin/python -m benchmarks.load --num_actors 16 --max_wall_time_s 240 \\
+      --output_json benchmarks/results/load/cartpole_16.json
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from actorq_tf import run_directory
+
+flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'], 'Experiment.')
+flags.DEFINE_multi_string('gin_bindings', [], 'gin bindings.')
+flags.DEFINE_integer('num_actors', 16, 'Actors.')
+flags.DEFINE_float('max_wall_time_s', 240, 'Length of the run.')
+flags.DEFINE_float('chaos_kill_interval_s', 0, 'SIGKILL a random role this '
+                   'often; 0 never.')
+flags.DEFINE_string('root_dir', None, 'Run directory (replaced).')
+flags.DEFINE_string('output_json', None, 'Also write the figures here.')
+FLAGS = flags.FLAGS
+
+_CLOCK_TICKS = os.sysconf('SC_CLK_TCK')
+
+
+def _cpu_seconds(pid: int) -> Optional[float]:
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+  except (OSError, IndexError, ValueError):
+    return None
+
+
+def _rss_mb(pid: int) -> Optional[float]:
+  try:
+    with open(f'/proc/{pid}/status') as f:
+      for line in f:
+        if line.startswith('VmRSS:'):
+          return int(line.split()[1]) / 1024
+  except OSError:
+    pass
+  return None
+
+
+def _processes_of(root_dir: str) -> List[int]:
+  """Processes whose command line names the run directory."""
+  pids = []
+  for name in os.listdir('/proc'):
+    if not name.isdigit() or int(name) == os.getpid():
+      continue
+    try:
+      with open(f'/proc/{name}/cmdline', 'rb') as f:
+        if root_dir.encode() in f.read():
+          pids.append(int(name))
+    except OSError:
+      pass
+  return pids
+
+
+class _Watcher:
+  """Samples the roles' processes and the launcher's chaos kills."""
+
+  def __init__(self, root_dir: str, roles: List[str]):
+    self._root_dir = root_dir
+    self._roles = roles
+    self.cpu = {role: [] for role in roles}  # (wall, cpu s, pid) samples
+    self.rss_mb = {role: [] for role in roles}
+    self.kills = []
+
+  def status(self, role: str) -> Dict:
+    return run_directory.read_status(self._root_dir, role) or {}
+
+  def sample(self) -> None:
+    now = time.time()
+    for role in self._roles:
+      pid = self.status(role).get('pid')
+      cpu = pid and _cpu_seconds(pid)
+      if cpu is not None:
+        self.cpu[role].append((now, cpu, pid))
+        self.rss_mb[role].append(_rss_mb(pid) or 0.0)
+    for kill in self.kills:
+      self._follow(kill, now)
+
+  def killed(self, role: str) -> None:
+    before = self.status(role)
+    kill = {'role': role, 'time': time.time(), 'old_pid': before.get('pid'),
+            'gone_s': None}
+    if role == run_directory.SERVER_ROLE:
+      kill['replay_items_before'] = self.status(
+          run_directory.LEARNER_ROLE).get('replay_size')
+      kill['checkpoint_items'] = before.get('last_checkpoint_items')
+    self.kills.append(kill)
+
+  def _follow(self, kill: Dict, now: float) -> None:
+    if kill['gone_s'] is not None:
+      return
+    status = self.status(kill['role'])
+    if status.get('pid') not in (None, kill['old_pid']) and (
+        status.get('time', 0) > kill['time']):
+      kill['gone_s'] = round(status['time'] - kill['time'], 1)
+      if kill['role'] == run_directory.SERVER_ROLE:
+        kill['replay_items_restored'] = status.get('restored_items')
+
+  def cpu_cores(self, role: str) -> Optional[float]:
+    """Mean cores over the run, summed over the role's processes."""
+    samples = self.cpu[role]
+    used = wall = 0.0
+    for (t0, c0, p0), (t1, c1, p1) in zip(samples, samples[1:]):
+      if p0 == p1:
+        used += c1 - c0
+        wall += t1 - t0
+    return round(used / wall, 3) if wall else None
+
+
+def run(root_dir: str) -> Dict:
+  shutil.rmtree(root_dir, ignore_errors=True)
+  os.makedirs(os.path.dirname(root_dir) or '.', exist_ok=True)
+  command = [sys.executable, '-m', 'binaries.local_main', '--root_dir',
+             root_dir, '--num_actors', str(FLAGS.num_actors),
+             '--max_env_steps', '0', '--max_wall_time_s',
+             str(FLAGS.max_wall_time_s), '--target_return', '100000',
+             '--chaos_kill_interval_s', str(FLAGS.chaos_kill_interval_s),
+             '--notrack_energy',
+             '--gin_bindings', 'run_local.replay_in_learner = False']
+  for gin_file in FLAGS.gin_file:
+    command += ['--gin_file', gin_file]
+  for binding in FLAGS.gin_bindings:
+    command += ['--gin_bindings', binding]
+  roles = ([run_directory.SERVER_ROLE, run_directory.LEARNER_ROLE,
+            run_directory.EVALUATOR_ROLE] +
+           [run_directory.actor_role(i) for i in range(FLAGS.num_actors)])
+  watcher = _Watcher(root_dir, roles)
+  launcher = subprocess.Popen(
+      command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      cwd=run_directory.PROJECT_ROOT,
+      env=dict(os.environ, PYTHONPATH=run_directory.PROJECT_ROOT))
+  lines = []
+
+  def read_output():
+    for line in launcher.stdout:
+      lines.append(line)
+      print(line, end='', flush=True)
+      killed = re.match(r'Chaos: killing (\S+) \(SIGKILL\)', line)
+      if killed:
+        watcher.killed(killed.group(1))
+
+  reader = threading.Thread(target=read_output, daemon=True)
+  reader.start()
+  while launcher.poll() is None:
+    watcher.sample()
+    time.sleep(2.0)
+  reader.join()
+  stray = _processes_of(root_dir)
+  with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
+    summary = json.load(f)
+  return _figures(summary, watcher, stray)
+
+
+def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
+  learner = watcher.status(run_directory.LEARNER_ROLE)
+  published = learner.get('published_versions', [])
+  precision = summary['precision']
+  update_bytes = summary.get('model_update_bytes')
+  actors = {}
+  for i in range(summary['num_actors']):
+    role = run_directory.actor_role(i)
+    status = watcher.status(role)
+    ran = status.get('versions_run', [])
+    pulled = max(len(ran), 1)
+    actors[role] = {
+        'env_steps': status.get('env_steps'),
+        # The final status: steps over the loop's seconds (one launch).
+        'env_steps_per_second': round(
+            status.get('env_steps', 0) / max(status.get('loop_seconds', 0), 1e-9), 1),
+        'model_share': status.get('model_share'),
+        'versions_run': len(ran),
+        'published_versions_run_share': round(
+            len(set(ran) & set(published)) / max(len(published), 1), 3),
+        'versions_behind_at_end': (
+            len([v for v in published if v > ran[-1]]) if ran else None),
+        'not_published_by_learner': sorted(set(ran) - set(published)),
+        'model_pull_s_per_version': round(
+            status.get('model_pull_seconds', 0.0) / pulled, 4),
+        'replay_blocked_s': status.get('replay_blocked_seconds'),
+        'refused_versions': status.get('refused_versions'),
+        'cpu_cores': watcher.cpu_cores(role),
+        'max_rss_mb': round(max(watcher.rss_mb[role], default=0), 1),
+    }
+  roles = {role: {'cpu_cores': watcher.cpu_cores(role),
+                  'max_rss_mb': round(max(watcher.rss_mb[role], default=0), 1)}
+           for role in (run_directory.SERVER_ROLE, run_directory.LEARNER_ROLE,
+                        run_directory.EVALUATOR_ROLE)}
+  rates = [a['env_steps_per_second'] or 0.0 for a in actors.values()]
+  return {
+      'status': summary['status'],
+      'error': summary.get('error'),
+      'precision': precision,
+      'num_actors': summary['num_actors'],
+      'gin_files': summary['gin_files'],
+      'gin_bindings': summary['gin_bindings'],
+      'wall_time_s': summary['wall_time_s'],
+      'env_steps': summary['env_steps'],
+      'train_steps': summary['train_steps'],
+      'published_versions': len(published),
+      'model_update_bytes': update_bytes,
+      'replay_samples_per_insert_configured': summary.get(
+          'replay_samples_per_insert_configured'),
+      'replay_samples_per_insert_after_warmup': summary.get(
+          'replay_samples_per_insert_after_warmup'),
+      'actor_env_steps_per_second': {
+          'sum': round(sum(rates), 1), 'min': round(min(rates), 1),
+          'max': round(max(rates), 1)},
+      'monitor_look_s': summary.get('monitor_look_s'),
+      'roles': roles,
+      'actors': actors,
+      'chaos_kills': watcher.kills,
+      'role_restarts': summary.get('role_restarts'),
+      'last_evaluation': summary.get('last_evaluation'),
+      'target_reached': summary.get('target_reached'),
+      'stray_processes': stray,
+  }
+
+
+def print_table(figures: Dict) -> None:
+  print(f'\n{figures["num_actors"]} {figures["precision"]} actors, '
+        f'{figures["gin_files"]}: {figures["status"]} after '
+        f'{figures["wall_time_s"]} s, {figures["env_steps"]:,} env steps, '
+        f'{figures["train_steps"]:,} train steps, '
+        f'{figures["published_versions"]} versions published '
+        f'({figures["model_update_bytes"]:,} bytes each to each actor)')
+  print(f'replay samples/insert after warm-up '
+        f'{figures["replay_samples_per_insert_after_warmup"]} (configured '
+        f'{figures["replay_samples_per_insert_configured"]}); launcher look '
+        f'at the roles {figures["monitor_look_s"]}; stray processes '
+        f'{figures["stray_processes"]}')
+  print('| role | cores | max RSS MB | env steps/s | versions run (share of '
+        'published) | behind at end | pull s/version |')
+  print('| --- | --- | --- | --- | --- | --- | --- |')
+  for role, f in figures['roles'].items():
+    print(f'| {role} | {f["cpu_cores"]} | {f["max_rss_mb"]} | | | | |')
+  for role, f in figures['actors'].items():
+    print(f'| {role} | {f["cpu_cores"]} | {f["max_rss_mb"]} | '
+          f'{f["env_steps_per_second"]} | {f["versions_run"]} '
+          f'({f["published_versions_run_share"]}) | '
+          f'{f["versions_behind_at_end"]} | {f["model_pull_s_per_version"]} |')
+  for kill in figures['chaos_kills']:
+    print(f'kill: {kill}')
+
+
+def main(_):
+  root_dir = os.path.abspath(FLAGS.root_dir or os.path.join(
+      'runs', f'load_{FLAGS.num_actors}_actors'))
+  figures = run(root_dir)
+  print_table(figures)
+  if FLAGS.output_json:
+    os.makedirs(os.path.dirname(FLAGS.output_json) or '.', exist_ok=True)
+    with open(FLAGS.output_json, 'w') as f:
+      json.dump(figures, f, indent=1)
+
+
+if __name__ == '__main__':
+  app.run(main)
