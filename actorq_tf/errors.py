@@ -1,5 +1,6 @@
 """The one exception type that reaches the user as a one-line message, and
 the errors of a Reverb server that does not answer."""
+import errno
 
 
 class ActorQError(Exception):
@@ -22,6 +23,18 @@ def described(error: BaseException) -> str:
   lines = str(error).strip().splitlines()
   return f'{type(error).__name__}: {lines[0]}' if lines else type(
       error).__name__
+
+
+def disk_full(error: BaseException) -> bool:
+  """Whether `error` is a write that found its disk full: an OSError of
+  ENOSPC, or TensorFlow's or Reverb's errors, which carry it in words."""
+  while error is not None:
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+      return True
+    if 'No space left on device' in str(error):
+      return True
+    error = error.__cause__ or error.__context__
+  return False
 
 
 def __getattr__(name: str):

@@ -11,6 +11,7 @@ A run directory without a summary is resumed by the same command.
 """
 import dataclasses
 import functools
+import json
 import os
 import random
 import signal
@@ -275,8 +276,17 @@ def run_local(settings: RunSettings,
                          int(time.monotonic() - clock.start))
     energy_writer.close()
     summary.update(reading.as_summary())
-  run_directory.write_json_atomically(
-      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
+  try:
+    run_directory.write_json_atomically(
+        os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
+  except OSError as e:
+    # Without its summary the directory stays resumable, as it should.
+    log(json.dumps(summary, indent=1))
+    raise ActorQError(
+        f'could not write {run_directory.SUMMARY_FILE} into {root_dir} '
+        f'({e.strerror}); the run stopped as {outcome.status!r}'
+        f'{": " + outcome.error if outcome.error else ""}; its summary is '
+        'above') from e
   if outcome.error is not None:
     raise ActorQError(outcome.error)
   return summary

@@ -23,6 +23,7 @@ from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
+from actorq_tf.errors import described
 
 
 def create_tables(env) -> list:
@@ -149,7 +150,8 @@ class ReplayService:
         # with the reason, and the launcher restarts it from the newest
         # complete checkpoint.
         runtime.give_up(f'could not checkpoint the replay into '
-                        f'{self._root_dir}: {e}', 1)
+                        f'{self._root_dir} ({described(e)}); the newest '
+                        'complete checkpoint is kept', 1)
 
   def _checkpoint(self) -> None:
     start = time.monotonic()

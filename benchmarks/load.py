@@ -36,6 +36,10 @@ flags.DEFINE_integer('num_actors', 16, 'Actors.')
 flags.DEFINE_float('max_wall_time_s', 240, 'Length of the run.')
 flags.DEFINE_float('chaos_kill_interval_s', 0, 'SIGKILL a random role this '
                    'often; 0 never.')
+flags.DEFINE_float('target_return', 100_000, 'The run\'s target; the '
+                   'default none reaches, so that the run lasts its wall time.')
+flags.DEFINE_float('continue_after_target_s', 0, 'Train on this long after '
+                   'the target.')
 flags.DEFINE_string('root_dir', None, 'Run directory (replaced).')
 flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
@@ -139,7 +143,9 @@ def run(root_dir: str) -> Dict:
   command = [sys.executable, '-m', 'binaries.local_main', '--root_dir',
              root_dir, '--num_actors', str(FLAGS.num_actors),
              '--max_env_steps', '0', '--max_wall_time_s',
-             str(FLAGS.max_wall_time_s), '--target_return', '100000',
+             str(FLAGS.max_wall_time_s), '--target_return',
+             str(FLAGS.target_return), '--continue_after_target_s',
+             str(FLAGS.continue_after_target_s),
              '--chaos_kill_interval_s', str(FLAGS.chaos_kill_interval_s),
              '--notrack_energy',
              '--gin_bindings', 'run_local.replay_in_learner = False']
@@ -238,6 +244,8 @@ def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
       'role_restarts': summary.get('role_restarts'),
       'last_evaluation': summary.get('last_evaluation'),
       'target_reached': summary.get('target_reached'),
+      'time_to_target_s': summary.get('time_to_target_s'),
+      'post_target_returns': summary.get('post_target_returns'),
       'stray_processes': stray,
   }
 

@@ -19,6 +19,7 @@ from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import environments
+from actorq_tf import errors
 from actorq_tf import export
 from actorq_tf import launcher
 from actorq_tf.errors import ActorQError
@@ -169,8 +170,15 @@ def run(main):
       runtime.exit_process(1)
     except app.UsageError:
       raise  # absl prints the usage.
-    except Exception:  # pylint: disable=broad-except
-      traceback.print_exc()  # A bug: its traceback, then the same exit.
+    except Exception as e:  # pylint: disable=broad-except
+      if errors.disk_full(e):
+        # Whichever write found the disk full: what was written before it
+        # (checkpoints, replay checkpoints) stays, and a restart resumes.
+        print(f'{sys.argv[0].split("/")[-1]}: error: the disk is full '
+              f'({errors.described(e)}); the last complete checkpoints are '
+              'kept', file=sys.stderr)
+      else:
+        traceback.print_exc()  # A bug: its traceback, then the same exit.
       runtime.exit_process(1)
     runtime.exit_process(0)
 

@@ -7,16 +7,21 @@ and the same command resumes it. A run whose Reverb server is a process of
 its own loses that server and goes on. And an actor whose server never
 comes back must give up in bounded time with a clear error.
 """
+import contextlib
+import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import portpicker
+import pytest
 import tensorflow as tf
 
+from actorq_tf import actor
 from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
@@ -223,3 +228,81 @@ def test_an_actor_whose_server_is_gone_for_good_gives_up_clearly(tmp_path):
   assert 'Reverb server at localhost:' + port in error_lines[-1]
   # The give-up time, plus one blocking call's timeout and a status check.
   assert 10 <= gave_up_after_s < 40
+
+
+@contextlib.contextmanager
+def _small_disk(path, size_mb):
+  """A tmpfs of `size_mb` at `path`: a disk the test can fill."""
+  os.makedirs(path)
+  mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size_mb}m',
+                            'tmpfs', str(path)], capture_output=True,
+                           text=True, check=False)
+  if mounted.returncode:
+    pytest.skip(f'cannot mount a tmpfs to fill: {mounted.stderr.strip()}')
+  try:
+    yield str(path)
+  finally:
+    subprocess.run(['umount', '-l', str(path)], check=False)
+
+
+def _fill(directory):
+  try:
+    with open(os.path.join(directory, 'filler'), 'wb', buffering=0) as f:
+      while True:
+        f.write(b'\0' * (1 << 16))
+  except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+
+
+def test_a_full_disk_stops_the_learner_with_one_line_and_keeps_its_checkpoints(
+    cartpole_gin, tmp_path):  # pylint: disable=unused-argument
+  with _small_disk(tmp_path / 'disk', 64) as disk:
+    root_dir = os.path.join(disk, 'run')
+    port = portpicker.pick_unused_port()
+    command = [sys.executable, '-m', 'binaries.learner_main', '--root_dir',
+               root_dir, '--replay_port', str(port), '--notrack_energy',
+               *TEST_GIN_ARGS,
+               '--gin_bindings', 'ReplayService.checkpoint_interval_s = 2.0',
+               '--gin_bindings', 'train.checkpoint_interval = 100']
+
+    def start_learner():
+      return subprocess.Popen(command, cwd=PROJECT_ROOT, text=True,
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE,
+                              env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+    learner = start_learner()
+    try:
+      address = f'localhost:{port}'
+      actor.run_actor(str(tmp_path / 'actor'), address, max_env_steps=1500)
+      wait_for(lambda: _checkpointed_train_step(root_dir) and _status(
+          root_dir, 'reverb_server').get('last_checkpoint_items', 0) >= 1000,
+               120, 'a learner checkpoint and a replay checkpoint')
+      _fill(disk)
+      checkpointed_step = _checkpointed_train_step(root_dir)
+      checkpointed_items = _status(root_dir,
+                                   'reverb_server')['last_checkpoint_items']
+      _, err = learner.communicate(timeout=120)
+    finally:
+      if learner.poll() is None:
+        learner.kill()
+    assert learner.returncode == 1, err[-3000:]
+    assert 'Traceback' not in err, err[-3000:]
+    message = err.strip().splitlines()[-1]
+    assert re.match(r'learner_main.*: error: (the disk is full|could not '
+                    r'checkpoint the replay).*No space left on device.*'
+                    r'(checkpoints are|checkpoint is) kept$', message), message
+
+    # Space again: the same command resumes from what was kept.
+    os.remove(os.path.join(disk, 'filler'))
+    learner = start_learner()
+    try:
+      wait_for(lambda: _status(root_dir, 'learner').get('pid') == learner.pid,
+               120, 'the learner to start again')
+      server = _status(root_dir, 'reverb_server')
+      assert server['restored_items'] >= checkpointed_items
+      assert _status(root_dir, 'learner')['restored_train_step'] >= (
+          checkpointed_step)
+    finally:
+      learner.send_signal(signal.SIGTERM)
+      learner.communicate(timeout=120)

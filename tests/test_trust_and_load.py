@@ -40,57 +40,6 @@ def _insert_until_refused(root_dir, role, insert):
            lambda: str(_status(root_dir, role)))
 
 
-def test_a_strangers_rows_are_refused_and_the_learners_versions_go_on(
-    tmp_path):
-  root_dir = str(tmp_path / 'run')
-  with launcher_running(root_dir, '--max_env_steps', '0',
-                        '--max_wall_time_s', '400') as launcher:
-    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version'), 240,
-             'the actor\'s first model')
-    client = reverb.Client(_served_by(root_dir))
-    # A well-formed int8 CartPole model (the run's own bytes) with a valid
-    # checksum for a signature, as a second client could send it.
-    model_path = os.path.join(root_dir, run_directory.MODELS_DIR,
-                              'policy_int8')
-    model_bytes, normalizer, _ = export.load_kept_model(model_path)
-    forged = model_channel.PublishedModel(
-        FORGED_VERSION, 'int8', model_bytes, normalizer,
-        signature=hashlib.sha256(model_bytes).hexdigest())
-    _insert_until_refused(root_dir, 'actor_0', lambda: client.insert(
-        forged.columns(),
-        priorities={model_channel.model_table_name('int8'): 1.0}))
-    # fp32 variables for the evaluator, signed with another run's key.
-    stranger = model_channel.ModelPublisher(
-        client, signing.run_key(str(tmp_path / 'another_run')))
-    weights = [w + np.ones_like(w) for w in
-               export.kept_network_weights(model_path)]
-    _insert_until_refused(root_dir, 'eval', lambda: stranger.publish_variables(
-        weights, FORGED_VERSION))
-
-    refused_at = _status(root_dir, 'actor_0')['model_version']
-    wait_for(lambda: _status(root_dir, 'actor_0')['model_version'] >
-             refused_at + 500, 240, 'the actor to take newer versions')
-    launcher.send_signal(2)
-    out, err = launcher.communicate(timeout=180)
-  assert launcher.returncode == 0, err[-3000:]
-  with open(os.path.join(root_dir, 'summary.json')) as f:
-    summary = json.load(f)
-  assert summary['status'] == 'interrupted (SIGINT)'
-  assert summary['actor_refused_versions']['actor_0'] == 1
-  assert summary['eval_refused_versions'] >= 1
-  versions = summary['actor_versions_run']['actor_0']
-  assert versions['not_published_by_learner'] == []
-  assert refused_at < versions['last'] < FORGED_VERSION
-  actor = _status(root_dir, 'actor_0')
-  assert FORGED_VERSION not in actor['versions_run']
-  # Every step after the first model came from one of the learner's.
-  assert actor['recent_model_share'] == 1.0
-  assert 'does not verify with the run key' in actor['last_refusal']
-  assert re.search(r'actor_0 (REFUSED|refused) 1 (version|row)', out), out
-  results = run_directory.read_results(root_dir)
-  assert results and all(r['version'] < FORGED_VERSION for r in results)
-
-
 def test_a_role_given_another_key_refuses_everything_and_the_run_fails(
     tmp_path):
   root_dir = str(tmp_path / 'run')
@@ -116,24 +65,55 @@ def test_a_role_given_another_key_refuses_everything_and_the_run_fails(
   assert os.stat(os.path.join(root_dir, signing.KEY_FILE)).st_mode & 0o077 == 0
 
 
-def test_eight_actors_all_collect_and_keep_up_with_the_learner(tmp_path):
+def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
+    tmp_path):
   root_dir = str(tmp_path / 'run')
   num_actors = 8
-  launcher = start_launcher(root_dir, '--num_actors', str(num_actors),
-                            '--max_env_steps', '0', '--max_wall_time_s',
-                            '150')
-  out, err = launcher.communicate(timeout=400)
+  with launcher_running(root_dir, '--num_actors', str(num_actors),
+                        '--max_env_steps', '0',
+                        '--max_wall_time_s', '130') as launcher:
+    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version'), 120,
+             'the actor\'s first model')
+    client = reverb.Client(_served_by(root_dir))
+    # A well-formed int8 CartPole model (the run's own bytes) with a valid
+    # checksum for a signature, as a second client could send it.
+    model_path = os.path.join(root_dir, run_directory.MODELS_DIR,
+                              'policy_int8')
+    model_bytes, normalizer, _ = export.load_kept_model(model_path)
+    forged = model_channel.PublishedModel(
+        FORGED_VERSION, 'int8', model_bytes, normalizer,
+        signature=hashlib.sha256(model_bytes).hexdigest())
+    _insert_until_refused(root_dir, 'actor_0', lambda: client.insert(
+        forged.columns(),
+        priorities={model_channel.model_table_name('int8'): 1.0}))
+    refused_at = _status(root_dir, 'actor_0')['model_version']
+    # fp32 variables for the evaluator, signed with another run's key.
+    stranger = model_channel.ModelPublisher(
+        client, signing.run_key(str(tmp_path / 'another_run')))
+    weights = [w + np.ones_like(w) for w in
+               export.kept_network_weights(model_path)]
+    _insert_until_refused(root_dir, 'eval', lambda: stranger.publish_variables(
+        weights, FORGED_VERSION))
+    out, err = launcher.communicate(timeout=300)
   assert launcher.returncode == 0, err[-3000:]
   with open(os.path.join(root_dir, 'summary.json')) as f:
     summary = json.load(f)
   assert summary['status'] == 'max_wall_time', out[-2000:]
+  assert summary['actor_refused_versions']['actor_0'] == 1
+  assert summary['eval_refused_versions'] >= 1
+  assert re.search(r'actor_0 (REFUSED|refused) 1 (version|row)', out), out
+  results = run_directory.read_results(root_dir)
+  assert results and all(r['version'] < FORGED_VERSION for r in results)
   published = _status(root_dir, 'learner')['published_versions']
-  assert len(published) >= 5, published
   rates = []
   for i in range(num_actors):
     actor = _status(root_dir, f'actor_{i}')
     versions = summary['actor_versions_run'][f'actor_{i}']
+    # Only the learner's versions, the stranger's refused by whoever saw it.
     assert versions['not_published_by_learner'] == []
+    assert FORGED_VERSION not in actor['versions_run']
+    assert actor['refused_versions'] <= 1
+    assert actor['recent_model_share'] == 1.0, actor
     # Each actor keeps taking the learner's newer versions to the end: on
     # 2 cores with 10 roles, an actor pulls every few seconds and checks a
     # new model in a child process meanwhile, while the learner publishes
@@ -141,9 +121,11 @@ def test_eight_actors_all_collect_and_keep_up_with_the_learner(tmp_path):
     # benchmark measures how far behind they run.
     assert versions['last'] >= published[-1] - 20 * 100, (
         i, versions, published[-6:])
-    assert versions['count'] >= 5, (i, versions)
-    assert actor['model_share'] > 0.5, actor
+    assert versions['count'] >= 4, (i, versions)
     rates.append(actor['env_steps'] / actor['loop_seconds'])
+  assert _status(root_dir, 'actor_0')['model_version'] > refused_at
+  assert 'does not verify with the run key' in (
+      _status(root_dir, 'actor_0')['last_refusal'])
   # No actor starves: each gets a fair share of the two cores.
   assert min(rates) >= 0.3 * np.mean(rates), rates
   assert summary['replay_samples_per_insert_after_warmup'] == pytest.approx(
