@@ -68,7 +68,7 @@ ROW_NAMES = {
 }
 
 
-def _unthrottled_tables(env):
+def unthrottled_tables(env):
   tables = server.create_tables(env)
   replay_signature = tables[0].info.signature
   tables[0] = reverb.Table(
@@ -79,7 +79,7 @@ def _unthrottled_tables(env):
   return tables
 
 
-def _publish_all_precisions(address, env, key_file):
+def publish_all_precisions(address, env, key_file):
   """Publishes a model of every TFLite precision, signed with the key in
   `key_file`; returns them by precision."""
   client = model_channel.wait_for_server(address, 10)
@@ -130,7 +130,7 @@ def _env_only(env, steps, direct=True):
   return steps / (time.perf_counter() - start)
 
 
-def _actor(address, precision, steps, pull_interval, key_file):
+def actor_rate(address, precision, steps, pull_interval, key_file):
   """(env steps/s of the actor's loop, its status at the end)."""
   root_dir = tempfile.mkdtemp()
   # Epsilon at its final value from the first step: the policy is measured.
@@ -151,12 +151,12 @@ def _actor(address, precision, steps, pull_interval, key_file):
 def measure(env_steps: int, repeats: int) -> dict:
   """Steps/s per row for the experiment the parsed gin config describes."""
   env = environments.load_environment()
-  reverb_server = reverb.Server(_unthrottled_tables(env), port=None)
+  reverb_server = reverb.Server(unthrottled_tables(env), port=None)
   address = f'localhost:{reverb_server.port}'
   try:
     key_file = os.path.join(tempfile.mkdtemp(), signing.KEY_FILE)
     signing.run_key(os.path.dirname(key_file))  # Makes it.
-    models = _publish_all_precisions(address, env, key_file)
+    models = publish_all_precisions(address, env, key_file)
     observations = environments.random_walk_observations(env, 50)
     measurements = {
         ENV_ONLY: lambda: (_env_only(env, 2 * env_steps), None),
@@ -165,7 +165,7 @@ def measure(env_steps: int, repeats: int) -> dict:
     for row, (precision, pull_interval) in ACTOR_ROWS.items():
       steps = env_steps // 4 if precision == 'tf' else env_steps
       measurements[row] = (lambda p=precision, s=steps, i=pull_interval:
-                           _actor(address, p, s, i, key_file))
+                           actor_rate(address, p, s, i, key_file))
     # Rows take turns, so drift in the machine's speed hits every row alike.
     samples = {row: [] for row in measurements}
     statuses = {row: [] for row in ACTOR_ROWS}

@@ -9,7 +9,7 @@ sample by an actor) and its conversion, measured in one process through the
 learner's and actors' own code (`ModelPublisher`, `ModelPuller`,
 `VariablesPuller`).
 
-  .venv/bin/python -m benchmarks.signing_cost \\
+  .venv/bin/python -m benchmarks.signing_cost --env_steps 3000 \\
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
@@ -30,10 +30,11 @@ from actorq_tf import export
 from actorq_tf import model_channel
 from actorq_tf import server
 from actorq_tf import signing
+from benchmarks import actor_throughput
 from benchmarks import common
 
-common.define_flags('d4pg_walker_stand.gin')
-flags.DEFINE_integer('repeats', 5, 'Timings per figure; the median counts.')
+# Its flags are actor_throughput's (--gin_file, default dqn_cartpole.gin;
+# --env_steps of the int8 actor; --repeats), whose helpers it runs.
 FLAGS = flags.FLAGS
 
 
@@ -46,7 +47,7 @@ def _median_seconds(call, repeats: int) -> float:
   return float(np.median(times))
 
 
-def measure(repeats: int) -> dict:
+def measure(repeats: int, actor_steps: int) -> dict:
   env = environments.load_environment()
   algorithm = agents.check_environment(env)
   policy_network = algorithm.policy_network(env)
@@ -113,27 +114,46 @@ def measure(repeats: int) -> dict:
         'publish_s': publish_s,
         'pull_and_verify_s': float(np.median(pull_times)),
     }
-    figures['replay_item'] = _replay_item_signing(algorithm, env, key)
   finally:
     reverb_server.stop()
+  figures['replay_item'] = _replay_item_signing(algorithm, env, key,
+                                                actor_steps)
   return figures
 
 
-def _replay_item_signing(algorithm, env, key: signing.RunKey) -> dict:
+def _replay_item_signing(algorithm, env, key: signing.RunKey,
+                         actor_steps: int) -> dict:
   """What signing each replay item would cost an actor (replay is not
-  signed): the HMAC of one item's steps, as bytes of the collect spec."""
-  spec = algorithm.collect_data_spec(env)
+  signed), beside the actor's own step time measured in this run: the HMAC
+  of one item's steps (the collect spec's bytes, as `tobytes` gives them) for
+  every env step, against an int8 actor's env steps/s
+  (`benchmarks.actor_throughput`'s measurement, its model's steps only)."""
+  spec = tf.nest.flatten(algorithm.collect_data_spec(env))
   length = algorithm.sequence_length()
   rng = np.random.default_rng(0)
-  steps = [[rng.random(s.shape).astype(s.dtype.as_numpy_dtype).tobytes()
-            for s in tf.nest.flatten(spec)] for _ in range(length)]
-  parts = [part for step in steps for part in step]
+  steps = [[rng.random(s.shape).astype(s.dtype.as_numpy_dtype)
+            for s in spec] for _ in range(length)]
   calls = 2000
   start = time.perf_counter()
   for _ in range(calls):
-    key.sign(parts)
-  return {'bytes': sum(len(p) for p in parts), 'steps': length,
-          'sign_s': (time.perf_counter() - start) / calls}
+    key.sign([array.tobytes() for step in steps for array in step])
+  sign_s = (time.perf_counter() - start) / calls
+  reverb_server = reverb.Server(actor_throughput.unthrottled_tables(env),
+                                port=None)
+  try:
+    key_dir = tempfile.mkdtemp()
+    key_file = os.path.join(key_dir, signing.KEY_FILE)
+    signing.run_key(key_dir)
+    address = f'localhost:{reverb_server.port}'
+    actor_throughput.publish_all_precisions(address, env, key_file)
+    rate, _ = actor_throughput.actor_rate(address, 'int8', actor_steps, 100,
+                                          key_file)
+  finally:
+    reverb_server.stop()
+  return {'bytes': sum(a.nbytes for step in steps for a in step),
+          'steps': length, 'sign_s': sign_s,
+          'int8_actor_env_steps_per_second': rate,
+          'share_of_int8_actor_step': sign_s * rate}
 
 
 def print_table(figures: dict) -> None:
@@ -152,13 +172,15 @@ def print_table(figures: dict) -> None:
           f'{convert} | {share:.2f} |')
   item = figures['replay_item']
   print(f'replay item ({item["steps"]} steps, {item["bytes"]:,} bytes): '
-        f'{item["sign_s"] * 1e6:.1f} us to sign (not done: replay is not '
-        'signed)')
+        f'{item["sign_s"] * 1e6:.1f} us to sign per env step, '
+        f'{item["share_of_int8_actor_step"]:.1%} of an int8 actor\'s step '
+        f'({item["int8_actor_env_steps_per_second"]:,.0f} env steps/s); not '
+        'done: replay is not signed')
 
 
 def main(_):
   config.parse_gin(FLAGS.gin_file, FLAGS.gin_bindings)
-  figures = measure(FLAGS.repeats)
+  figures = measure(FLAGS.repeats, FLAGS.env_steps)
   print_table(figures)
   if FLAGS.output_json:
     common.write_json(FLAGS.output_json, figures)
