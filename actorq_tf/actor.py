@@ -3,7 +3,8 @@
 env -> policy (TFLite interpreter, or stock TF for the `tf` baseline) ->
 exploration in Python (the algorithm's: epsilon-greedy for DQN, Gaussian
 noise for D4PG) -> trajectory -> Reverb replay. Every
-`model_pull_interval` env steps it asks for a newer model.
+`model_pull_interval` env steps, and at least every `model_pull_interval_s`
+seconds, it asks for a newer model.
 """
 from concurrent import futures
 import time
@@ -176,6 +177,7 @@ def run_actor(root_dir: str,
               seed: int = 0,
               max_env_steps: int = 0,
               model_pull_interval: int = 0,
+              model_pull_interval_s: float = 5.0,
               status_interval_s: float = 5.0,
               server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
               wait_for_first_model_s: float = 0.0,
@@ -197,6 +199,10 @@ def run_actor(root_dir: str,
     model_pull_interval: env steps between pulls of a newer model. 0 picks
       the default: 1 for `tf` (TF-Agents' distributed examples update
       variables after every step) and 100 for TFLite models.
+    model_pull_interval_s: ... and at least this often, in seconds: an actor
+      held by the replay's rate limiter (many actors beside a slow learner)
+      may take seconds per env step, and would else keep an old model, or
+      none, for minutes.
     status_interval_s: seconds between TensorBoard points and status files.
     server_timeout_s: how long the Reverb server may not answer before the
       actor gives up; meanwhile it keeps its environment and model.
@@ -271,7 +277,7 @@ def run_actor(root_dir: str,
     recent_steps, recent_steps_without_model = steps, steps_without_model
     next_status_time = time.monotonic()
     server_lost = False
-    next_pull_step = steps
+    next_pull_step, next_pull_time = steps, time.monotonic()
     stepper = environments.DirectSteps(env)
     boundary_action = np.broadcast_to(
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
@@ -303,8 +309,9 @@ def run_actor(root_dir: str,
     observation, step_type = stepper.reset(), _FIRST
     while not should_stop() and not (max_env_steps and steps >= max_env_steps):
       watchdog.beat()
-      if steps >= next_pull_step:
+      if steps >= next_pull_step or time.monotonic() >= next_pull_time:
         next_pull_step = steps + model_pull_interval
+        next_pull_time = time.monotonic() + model_pull_interval_s
         pull_start = time.monotonic()
         try:
           if policy.update():

@@ -123,6 +123,19 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   assert np.isfinite(loss.numpy())
 
 
+def test_an_actor_pulls_on_time_as_well_as_on_steps(reverb_server, tmp_path):
+  # Its first pull (at step 0) only starts the model's check; with pulls
+  # counted in steps alone it would take the model a million steps later,
+  # as an actor held by the rate limiter takes it minutes later.
+  publish_policy(reverb_server, version=42, root_dir=str(tmp_path))
+  actor.run_actor(str(tmp_path), reverb_server, max_env_steps=3000,
+                  model_pull_interval=10**6, model_pull_interval_s=0.2)
+  status = run_directory.read_status(str(tmp_path), 'actor_0')
+  assert status['model_version'] == 42
+  assert status['versions_run'] == [42]
+  assert 0 < status['model_share'] < 1  # Random steps while it checked.
+
+
 def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server,
                                                            tmp_path):
   client = model_channel.wait_for_server(reverb_server, 10)
