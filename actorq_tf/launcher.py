@@ -362,7 +362,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
         _restart_or_fail(role, settings, role.name in chaos_killed, log)
         chaos_killed.discard(role.name)
     if time.monotonic() >= next_chaos_kill:
-      victim = chaos.choice(roles)
+      victim = _chaos_victim(chaos, roles)
       log(f'Chaos: killing {victim.name} (SIGKILL).')
       victim.kill()
       chaos_killed.add(victim.name)
@@ -422,6 +422,17 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
         'max': round(max(look_seconds), 4)}
     if status:
       return status, seen_results
+
+
+def _chaos_victim(chaos: random.Random, roles: List):
+  """A random kind of role (server, learner, evaluator, actor), then a
+  random role of it: with many actors, the few roles they rely on are hit
+  as often as the actors are."""
+  kinds = {}
+  for role in roles:
+    kinds.setdefault('actor' if role.name.startswith('actor_') else role.name,
+                     []).append(role)
+  return chaos.choice(kinds[chaos.choice(sorted(kinds))])
 
 
 def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,

@@ -1,10 +1,13 @@
 """The launcher: what it tells the user from the roles' status files, its
 restart policy, and the run directory it claims."""
+import collections
 import dataclasses
 import functools
 import json
 import os
+import random
 import time
+import types
 
 import pytest
 
@@ -192,3 +195,22 @@ def test_claiming_a_run_directory(tmp_path):
   with pytest.raises(ActorQError, match='not empty and holds no ActorQ run'):
     run_directory.claim(str(other), IDENTITY)
   assert os.listdir(other) == ['notes.txt']
+
+
+def test_chaos_hits_each_kind_of_role_alike_however_many_actors():
+  roles = [placement_role(name) for name in
+           ['learner', 'eval'] + [f'actor_{i}' for i in range(16)]]
+  rng = random.Random(0)
+  # pylint: disable-next=protected-access
+  victims = [launcher._chaos_victim(rng, roles).name for _ in range(3000)]
+  kinds = collections.Counter(
+      'actor' if v.startswith('actor_') else v for v in victims)
+  assert set(kinds) == {'learner', 'eval', 'actor'}
+  for count in kinds.values():
+    assert 900 <= count <= 1100, kinds
+  assert len({v for v in victims if v.startswith('actor_')}) == 16
+
+
+def placement_role(name):
+  """A role handle as the launcher sees it, for what reads only its name."""
+  return types.SimpleNamespace(name=name)
