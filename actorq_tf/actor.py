@@ -407,8 +407,10 @@ def run_actor(root_dir: str,
     loop_seconds = time.monotonic() - loop_start
     experience_writer.close()
     summary_writer.close()
-    run_directory.write_status(root_dir, role, **report(stopped=True,
-                               loop_seconds=loop_seconds))
+    run_directory.write_status(root_dir, role, **report(
+        stopped=True, loop_seconds=loop_seconds,
+        model_pull_seconds=pull_seconds,
+        replay_blocked_seconds=experience_writer.blocked_seconds))
     return steps
   finally:
     watchdog.stop()

@@ -9,6 +9,7 @@ stops at the target return or a budget, shuts every role down in order, and
 writes `summary.json` last, so a run directory with a summary is finished.
 A run directory without a summary is resumed by the same command.
 """
+import collections
 import dataclasses
 import functools
 import json
@@ -350,6 +351,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
   next_chaos_kill = clock.start + (settings.chaos_kill_interval_s or
                                    float('inf'))
   chaos_killed = set()
+  chaos_restarts = collections.Counter()  # Restarts that chaos caused.
   # How long one look at the roles takes (statuses, results, restarts),
   # sleep excluded: what many roles cost the launcher.
   look_seconds = []
@@ -359,7 +361,11 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
     look_start = time.monotonic()
     for role in roles:
       if role.exit_code() is not None:
-        _restart_or_fail(role, settings, role.name in chaos_killed, log)
+        killed_by_chaos = role.name in chaos_killed
+        _restart_or_fail(role, settings, killed_by_chaos,
+                         role.restarts - chaos_restarts[role.name], log)
+        if killed_by_chaos:
+          chaos_restarts[role.name] += 1
         chaos_killed.discard(role.name)
     if time.monotonic() >= next_chaos_kill:
       victim = _chaos_victim(chaos, roles)
@@ -503,9 +509,13 @@ def restart_refusal(settings: RunSettings, restarts: int, exit_code: int,
   """Why a role that exited with `exit_code` must not be restarted, or None
   to restart it. A role ended by a signal (negative code: kill -9, the OOM
   killer) or by chaos is restarted however soon it died; one that failed
-  soon after its start has a set-up error that a restart would repeat."""
+  soon after its start has a set-up error that a restart would repeat.
+  `restarts` counts the role's earlier restarts that chaos did not cause:
+  fault injection never uses up a role's restarts."""
   if not settings.restart_failed_roles:
     return 'restarts are off'
+  if killed_by_chaos:
+    return None
   if restarts >= settings.max_role_restarts:
     return f'it was restarted {restarts} times already'
   if (exit_code > 0 and not killed_by_chaos and
@@ -514,19 +524,21 @@ def restart_refusal(settings: RunSettings, restarts: int, exit_code: int,
   return None
 
 
-def _restart_or_fail(role, settings: RunSettings,
-                     killed_by_chaos: bool, log) -> None:
-  """Restarts a role that exited, or raises if it should not be."""
+def _restart_or_fail(role, settings: RunSettings, killed_by_chaos: bool,
+                     own_restarts: int, log) -> None:
+  """Restarts a role that exited, or raises if it should not be;
+  `own_restarts`: its earlier restarts that chaos did not cause."""
   code = role.exit_code()
-  why = restart_refusal(settings, role.restarts, code, role.uptime_s(),
+  why = restart_refusal(settings, own_restarts, code, role.uptime_s(),
                         killed_by_chaos)
   if why:
     raise ActorQError(
         f'role {role.name} exited with code {code} ({why}); last lines of '
         f'{role.log_path}:\n{role.log_tail()}')
-  log(f'Role {role.name} exited with code {code}; restarting it '
-      f'(restart {role.restarts + 1} of at most '
-      f'{settings.max_role_restarts}).')
+  log(f'Role {role.name} exited with code {code}; restarting it ' + (
+      '(a chaos kill: not counted against its restarts).' if killed_by_chaos
+      else f'(restart {own_restarts + 1} of at most '
+      f'{settings.max_role_restarts}).'))
   role.restart()
 
 

@@ -5,6 +5,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
 from actorq_tf import export
+from actorq_tf import model_trial
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.interpreter import TFLiteModel
@@ -94,3 +95,12 @@ def test_observations_outside_calibration_saturate_instead_of_wrapping(
 def test_bytes_that_are_not_a_model_are_refused():
   with pytest.raises(ActorQError, match='do not load'):
     TFLiteModel(b'not a flatbuffer at all')
+
+
+def test_a_model_whose_trial_runs_out_of_time_is_refused(int8_model):
+  # A trial process that does not finish in time: the model is refused,
+  # never loaded in the actor's own process.
+  with pytest.raises(ActorQError, match=r'did not load and run within '
+                     r'0\.001 s in a trial process'):
+    model_trial.trial_load(int8_model[3], timeout_s=0.001)
+  model_trial.trial_load(int8_model[3])  # In time, it passes.

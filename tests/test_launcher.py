@@ -160,6 +160,9 @@ def test_restart_policy():
   # ...but a signal (kill -9, the OOM killer) or chaos is not.
   assert refusal(0, -9, 5.0, False) is None
   assert refusal(0, 1, 5.0, True) is None
+  # Fault injection never uses up a role's restarts: the launcher counts
+  # only those chaos did not cause, and restarts a chaos kill regardless.
+  assert refusal(5, -9, 60.0, True) is None
   off = dataclasses.replace(settings, restart_failed_roles=False)
   assert launcher.restart_refusal(off, 0, -9, 60.0, False) == (
       'restarts are off')
