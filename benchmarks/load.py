@@ -6,7 +6,10 @@ resident memory, and the replay's size. With `--chaos_kill_interval_s`, the
 launcher SIGKILLs a random role that often; for each kill this records how
 long the role was gone (until a new process of it wrote its status), and for
 a server kill the replay items before it, in its last checkpoint and after
-its restart. At the end: per actor, env steps/s, the share of the learner's
+its restart. With `--ray_nodes`, the run is `ray_main` on a local Ray
+cluster of that many actor nodes beside a head node (server, learner,
+evaluator), and `--node_kill_interval_s` removes a random actor node that
+often (kill -9 of its processes) and adds a fresh one. At the end: per actor, env steps/s, the share of the learner's
 published versions it acted with and how far behind the newest it ended,
 model pull time per version and bytes per update; the launcher's time per
 look at the roles; the replay ratio; processes of the run left behind.
@@ -40,6 +43,10 @@ flags.DEFINE_float('target_return', 100_000, 'The run\'s target; the '
                    'default none reaches, so that the run lasts its wall time.')
 flags.DEFINE_float('continue_after_target_s', 0, 'Train on this long after '
                    'the target.')
+flags.DEFINE_integer('ray_nodes', 0, 'Run on a local Ray cluster with this '
+                     'many actor nodes; 0 runs local_main.')
+flags.DEFINE_float('node_kill_interval_s', 0, 'With --ray_nodes: remove a '
+                   'random actor node this often and add a new one; 0 never.')
 flags.DEFINE_string('root_dir', None, 'Run directory (replaced).')
 flags.DEFINE_string('output_json', None, 'Also write the figures here.')
 FLAGS = flags.FLAGS
@@ -91,6 +98,7 @@ class _Watcher:
     self.cpu = {role: [] for role in roles}  # (wall, cpu s, pid) samples
     self.rss_mb = {role: [] for role in roles}
     self.kills = []
+    self.node_kills = []
 
   def status(self, role: str) -> Dict:
     return run_directory.read_status(self._root_dir, role) or {}
@@ -105,6 +113,8 @@ class _Watcher:
         self.rss_mb[role].append(_rss_mb(pid) or 0.0)
     for kill in self.kills:
       self._follow(kill, now)
+    for kill in self.node_kills:
+      self._follow_node(kill, now)
 
   def killed(self, role: str) -> None:
     before = self.status(role)
@@ -115,6 +125,23 @@ class _Watcher:
           run_directory.LEARNER_ROLE).get('replay_size')
       kill['checkpoint_items'] = before.get('last_checkpoint_items')
     self.kills.append(kill)
+
+  def lost_node(self, kill: Dict) -> None:
+    """A node removed: every actor's pid then, to tell when each is back."""
+    kill['actors_before'] = {
+        role: self.status(role).get('env_steps', 0) for role in self._roles
+        if role.startswith('actor_')}
+    kill['actors_back_s'] = None
+    self.node_kills.append(kill)
+
+  def _follow_node(self, kill: Dict, now: float) -> None:
+    # The node's actors come back elsewhere and collect again: the time
+    # until every actor has collected more than before the kill.
+    if kill['actors_back_s'] is None and all(
+        self.status(role).get('env_steps', 0) > steps and
+        self.status(role).get('time', 0) > kill['time']
+        for role, steps in kill['actors_before'].items()):
+      kill['actors_back_s'] = round(now - kill['time'], 1)
 
   def _follow(self, kill: Dict, now: float) -> None:
     if kill['gone_s'] is not None:
@@ -137,11 +164,38 @@ class _Watcher:
     return round(used / wall, 3) if wall else None
 
 
+def _ray_cluster():
+  """A local cluster: a head node for the server, learner and evaluator,
+  and `--ray_nodes` nodes that share the actors."""
+  from ray.cluster_utils import Cluster  # pylint: disable=g-import-not-at-top
+  per_node = -(-FLAGS.num_actors // FLAGS.ray_nodes)
+  cluster = Cluster(initialize_head=True, head_node_args={
+      'num_cpus': 3, 'resources': {'head_node': 3}})
+  for _ in range(FLAGS.ray_nodes):
+    cluster.add_node(num_cpus=per_node, resources={'actor_node': per_node})
+  return cluster
+
+
+def _replace_a_node(cluster, rng) -> Dict:
+  """Removes a random actor node at once (its processes killed) and adds a
+  fresh one of the same size; what was lost."""
+  workers = [n for n in cluster.list_all_nodes() if n is not cluster.head_node]
+  lost = workers[rng.integers(len(workers))]
+  per_node = -(-FLAGS.num_actors // FLAGS.ray_nodes)
+  cluster.remove_node(lost, allow_graceful=False)
+  cluster.add_node(num_cpus=per_node, resources={'actor_node': per_node})
+  print(f'Node kill: removed node {lost.unique_id[:8]} and added a new one.',
+        flush=True)
+  return {'time': time.time(), 'node': lost.unique_id}
+
+
 def run(root_dir: str) -> Dict:
   shutil.rmtree(root_dir, ignore_errors=True)
   os.makedirs(os.path.dirname(root_dir) or '.', exist_ok=True)
-  command = [sys.executable, '-m', 'binaries.local_main', '--root_dir',
-             root_dir, '--num_actors', str(FLAGS.num_actors),
+  cluster = _ray_cluster() if FLAGS.ray_nodes else None
+  command = [sys.executable, '-m',
+             'binaries.ray_main' if cluster else 'binaries.local_main',
+             '--root_dir', root_dir, '--num_actors', str(FLAGS.num_actors),
              '--max_env_steps', '0', '--max_wall_time_s',
              str(FLAGS.max_wall_time_s), '--target_return',
              str(FLAGS.target_return), '--continue_after_target_s',
@@ -153,6 +207,12 @@ def run(root_dir: str) -> Dict:
     command += ['--gin_file', gin_file]
   for binding in FLAGS.gin_bindings:
     command += ['--gin_bindings', binding]
+  if cluster:
+    command += ['--ray_address', cluster.address,
+                '--ray_resources', 'reverb_server:head_node=1',
+                '--ray_resources', 'learner:head_node=1',
+                '--ray_resources', 'eval:head_node=1',
+                '--ray_resources', 'actor:actor_node=1']
   roles = ([run_directory.SERVER_ROLE, run_directory.LEARNER_ROLE,
             run_directory.EVALUATOR_ROLE] +
            [run_directory.actor_role(i) for i in range(FLAGS.num_actors)])
@@ -173,10 +233,18 @@ def run(root_dir: str) -> Dict:
 
   reader = threading.Thread(target=read_output, daemon=True)
   reader.start()
+  next_node_kill = time.monotonic() + (FLAGS.node_kill_interval_s or
+                                       float('inf'))
+  rng = np.random.default_rng(0)
   while launcher.poll() is None:
     watcher.sample()
+    if cluster and time.monotonic() >= next_node_kill:
+      watcher.lost_node(_replace_a_node(cluster, rng))
+      next_node_kill += FLAGS.node_kill_interval_s
     time.sleep(2.0)
   reader.join()
+  if cluster:
+    cluster.shutdown()
   stray = _processes_of(root_dir)
   with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
     summary = json.load(f)
@@ -241,6 +309,9 @@ def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
       'roles': roles,
       'actors': actors,
       'chaos_kills': watcher.kills,
+      'node_kills': [{k: v for k, v in kill.items() if k != 'actors_before'}
+                     for kill in watcher.node_kills],
+      'ray_nodes': FLAGS.ray_nodes,
       'role_restarts': summary.get('role_restarts'),
       'last_evaluation': summary.get('last_evaluation'),
       'target_reached': summary.get('target_reached'),
@@ -274,6 +345,8 @@ def print_table(figures: Dict) -> None:
           f'{f["versions_behind_at_end"]} | {f["model_pull_s_per_version"]} |')
   for kill in figures['chaos_kills']:
     print(f'kill: {kill}')
+  for kill in figures['node_kills']:
+    print(f'node kill: {kill}')
 
 
 def main(_):

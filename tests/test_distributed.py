@@ -1,7 +1,6 @@
 """Short real runs: Reverb server, learner, evaluator and actor processes."""
 import json
 import os
-import signal
 import subprocess
 
 import gin
@@ -17,9 +16,7 @@ from actorq_tf import export
 from actorq_tf import run_directory
 from actorq_tf.interpreter import TFLiteModel
 from helpers import SMALL_CONTROL_SUITE_RUN
-from helpers import launcher_running
 from helpers import start_launcher
-from helpers import wait_for
 
 SUMMARY_KEYS = {'precision', 'target_return', 'target_reached',
                 'time_to_target_s', 'wall_time_s', 'env_steps', 'train_steps',
@@ -175,20 +172,3 @@ def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
     model_info = json.load(f)
   assert model_info['output'] == 'action'
   assert model_info['check']['mean_action_error'] <= 0.1  # the ceiling
-
-
-def test_a_dying_role_stops_the_run_when_restarts_are_off(tmp_path):
-  root_dir = str(tmp_path / 'run')
-  with launcher_running(root_dir, '--max_env_steps', '0',
-                        '--norestart_failed_roles') as launcher:
-    wait_for(lambda: len(_role_pids(root_dir)) == 3, 180,
-             'every role to start')
-    os.kill(run_directory.read_status(root_dir, 'actor_0')['pid'],
-            signal.SIGKILL)
-    _, err = launcher.communicate(timeout=120)
-  assert launcher.returncode == 1
-  assert 'role actor_0 exited with code -9 (restarts are off)' in err
-  with open(os.path.join(root_dir, 'summary.json')) as f:
-    assert json.load(f)['status'] == 'failed'
-  for pid in _role_pids(root_dir):
-    assert not _alive(pid)
