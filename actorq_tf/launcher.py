@@ -228,6 +228,9 @@ def run_local(settings: RunSettings,
       'chaos_kills': [],
   }
   seen_results = 0
+  # How long each look at the roles took (statuses, results, restarts),
+  # sleep excluded: what many roles cost the launcher.
+  look_seconds = []
   outcome = _Outcome('failed')
   try:
     learner_args = common_args + _learner_args(settings)
@@ -261,7 +264,7 @@ def run_local(settings: RunSettings,
         settings, roles_on, roles, keeper, interrupted, clock, summary,
         seen_results,
         _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
-        meter, energy_writer, log)
+        look_seconds, meter, energy_writer, log)
     outcome = _Outcome(status)
   except ActorQError as e:
     outcome = _Outcome('failed', e.message)
@@ -270,7 +273,7 @@ def run_local(settings: RunSettings,
     _stop_roles(roles, settings.shutdown_grace_s)
 
   _summarize(summary, outcome, settings, roles_on, roles, keeper, clock,
-             seen_results)
+             seen_results, look_seconds)
   if meter:
     reading = meter.stop()
     metrics.write_energy(energy_writer, reading,
@@ -335,8 +338,8 @@ def _start_clients(settings: RunSettings, roles_on, client_args: List[str],
 def _monitor(settings: RunSettings, roles_on, roles: List,
              keeper: '_ResultKeeper', interrupted: _Interrupted,
              clock: _Clock, summary: Dict, seen_results: int,
-             refusals: '_RefusalWatch', meter, energy_writer, log
-            ) -> Tuple[str, int]:
+             refusals: '_RefusalWatch', look_seconds: List[float], meter,
+             energy_writer, log) -> Tuple[str, int]:
   """Watches the running roles until the run ends; returns its status and
   how many evaluation results it has taken.
 
@@ -352,10 +355,6 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
                                    float('inf'))
   chaos_killed = set()
   chaos_restarts = collections.Counter()  # Restarts that chaos caused.
-  # How long one look at the roles takes (statuses, results, restarts),
-  # sleep excluded: what many roles cost the launcher.
-  look_seconds = []
-  summary['monitor_look_s'] = {}
   while True:
     time.sleep(0.5)
     look_start = time.monotonic()
@@ -422,10 +421,6 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
         metrics.write_energy(energy_writer, meter.reading(),
                              int(now - clock.start))
     look_seconds.append(time.monotonic() - look_start)
-    summary['monitor_look_s'] = {
-        'looks': len(look_seconds),
-        'median': round(float(np.median(look_seconds)), 4),
-        'max': round(max(look_seconds), 4)}
     if status:
       return status, seen_results
 
@@ -443,7 +438,8 @@ def _chaos_victim(chaos: random.Random, roles: List):
 
 def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
                roles_on, roles: List, keeper: '_ResultKeeper',
-               clock: _Clock, seen_results: int) -> None:
+               clock: _Clock, seen_results: int,
+               look_seconds: List[float]) -> None:
   """Completes `summary` once every role stopped: how the run ended, the
   model it keeps and what it played, the counters and the roles' fates."""
   progress = _progress(roles_on, settings.num_actors)
@@ -489,6 +485,11 @@ def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
           run_directory.actor_role(i): _versions_run(a, progress['learner'])
           for i, a in enumerate(progress['actors'])},
       role_restarts={role.name: role.restarts for role in roles},
+      monitor_look_s={
+          'looks': len(look_seconds),
+          'median': (round(float(np.median(look_seconds)), 4)
+                     if look_seconds else None),
+          'max': round(max(look_seconds), 4) if look_seconds else None},
       exit_codes={role.name: role.exit_code() for role in roles},
       **roles_on.summary())
 

@@ -74,8 +74,8 @@ class PublishedModel:
   """One model update on the wire: a row of its precision's table.
 
   The row is (version, precision, signature, model bytes, normalizer shift,
-  normalizer scale); `signature`, `columns` and `from_columns` are the only
-  places that know it. Its signature, made by `signed`, covers the rest:
+  normalizer scale); `table_signature`, `columns` and `from_columns` are the
+  only places that know it. Its signature, made by `signed`, covers the rest:
   version, precision, bytes and normalizer all decide what an actor does.
   """
   version: int
