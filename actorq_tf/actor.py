@@ -240,7 +240,7 @@ def run_actor(root_dir: str,
     replay.check_same_environment(client, algorithm.collect_data_spec(env))
     sequence_length = replay.sequence_length_of(client)
     experience_writer = replay.ExperienceWriter(
-        client, sequence_length, give_up_s=server_timeout_s,
+        client, sequence_length, key, give_up_s=server_timeout_s,
         on_server_answer=watchdog.beat,
         # n-step items (DQN's n_step_update, D4PG's n_step): without padding
         # the last n - 1 steps of each episode, those before its end, would

@@ -467,8 +467,10 @@ def _summarize(summary: Dict, outcome: _Outcome, settings: RunSettings,
       last_evaluation=_evaluation_summary(results[-1] if results else None),
       post_target_returns=[[r['version'], r[summary['target_metric']]]
                            for r in keeper.post_target],
+      # Replay ratio, and replay items the learner refused (see replay).
       **{k: v for k, v in progress['learner'].items()
          if k.startswith('replay_') and k != 'replay_size'},
+      last_replay_refusal=progress['learner'].get('last_replay_refusal'),
       model_update_bytes=progress['model_update_bytes'].get(
           settings.actor_precision),
       # Share of each actor's env steps whose action a model chose (the
@@ -650,6 +652,10 @@ def _progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
     if learner and unpublished:
       line += (f' | actor_{index} RAN VERSION(S) THE LEARNER NEVER '
                f'PUBLISHED: {unpublished[:3]}')
+  if learner.get('replay_items_refused'):
+    line += (f' | learner REFUSED {learner["replay_items_refused"]:,} of '
+             f'{learner["replay_items_checked"]:,} replay items, last '
+             f'{learner.get("last_replay_refusal")}')
   for kind in ('skipped', 'refused'):
     if learner.get(f'{kind}_exports'):
       line += (f' | learner {kind.upper()} {learner[f"{kind}_exports"]} '

@@ -165,10 +165,14 @@ def train(root_dir: str,
                                        policy_average.get_weights
                                        if policy_average else None))
   step_lock = threading.Lock()  # Held while the weights change or are read.
+  # Replay items and calibration observations that the run key does not
+  # verify: left out, and shown.
+  replay_refusals = replay.Refusals()
   export_trigger = ExportTrigger(
       exporter, replay.RecentObservations(
-          server_address, env.observation_spec(),
-          num_calibration_observations),
+          server_address, algorithm.collect_data_spec(env),
+          algorithm.sequence_length(), num_calibration_observations, key,
+          replay_refusals),
       export.ObservationExtremes(calibration_extremes_window),
       export_interval, step_lock)
   checkpoint_trigger = CheckpointTrigger(checkpointer, train_step,
@@ -185,7 +189,8 @@ def train(root_dir: str,
     return dict(train_step=step, restored_train_step=restored_train_step,
                 model_update_bytes=model_update_bytes,
                 published_versions=published_versions,
-                **export_trigger.figures(), **energy_figures(step))
+                **replay_refusals.figures(), **export_trigger.figures(),
+                **energy_figures(step))
 
   status_trigger = StatusTrigger(root_dir, client, summary_interval, figures,
                                  start_step=restored_train_step)
@@ -214,7 +219,8 @@ def train(root_dir: str,
 
   dataset = replay.replay_dataset(
       agent.collect_data_spec, agent.train_sequence_length, server_address,
-      batch_size, rate_limiter_timeout_ms=1_000)
+      batch_size, rate_limiter_timeout_ms=1_000, key=key,
+      refusals=replay_refusals)
   train_fn = common.function(agent.train)
   iterator = iter(dataset)
   step = int(train_step)
@@ -399,8 +405,14 @@ class StatusTrigger:
       if self.replay_figures.get(name) is not None:
         tf.summary.scalar(f'learner/{name}', self.replay_figures[name],
                           step=step)
-    self.write(loss=float(loss), train_steps_per_second=rate,
-               **self._figures(step))
+    figures = self._figures(step)
+    if 'replay_items_refused' in figures:
+      tf.summary.scalar('learner/replay_items_refused',
+                        figures['replay_items_refused'], step=step)
+      if figures['last_replay_refusal']:
+        tf.summary.text('learner/last_replay_refusal',
+                        figures['last_replay_refusal'], step=step)
+    self.write(loss=float(loss), train_steps_per_second=rate, **figures)
     self._last_time = time.time()
 
   def write(self, stopped: bool = False, **figures) -> None:

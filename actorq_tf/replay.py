@@ -3,9 +3,16 @@
 Beside it a small table keeps the observations the actors saw most
 recently: int8 models are calibrated on those, the states the current policy
 visits, not on the whole replay history.
+
+Reverb has no authentication, so every item an actor writes carries the run
+key's MAC over its steps (see `WindowSigner`). The learner trains only on
+items its key verifies, and calibrates only on verified observations; it
+counts the rest as refused.
 """
+import collections
+import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -19,6 +26,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import SERVER_ERRORS
 
@@ -27,6 +35,103 @@ RECENT_OBSERVATIONS_TABLE = 'recent_observations'
 # The priority of replay items that end an episode; the others have 1. It
 # only decides what a `keep_episode_ends` table removes: sampling is uniform.
 EPISODE_END_PRIORITY = 2.0
+
+
+class SignedStep(NamedTuple):
+  """One step as an actor appends it: the step, and the run key's MAC of
+  the window of steps that ends with it (see `WindowSigner`)."""
+  step: trajectory_lib.Trajectory
+  signature: np.ndarray
+
+
+class SignedItem(NamedTuple):
+  """One item of the tables: `sequence_length` steps and their MAC."""
+  steps: trajectory_lib.Trajectory
+  signature: np.ndarray
+
+
+def signed_item_spec(collect_data_spec, sequence_length: int) -> SignedItem:
+  return SignedItem(
+      tensor_spec.add_outer_dim(collect_data_spec, sequence_length),
+      tf.TensorSpec([signing.MAC_BYTES], tf.uint8, 'signature'))
+
+
+def _step_bytes(step: trajectory_lib.Trajectory) -> bytes:
+  leaves = tree.flatten(step)
+  try:  # numpy arrays and scalars are buffers already: no copies
+    return b''.join(leaves)
+  except (TypeError, ValueError, BufferError):  # a Python number, a view
+    return b''.join(np.ascontiguousarray(leaf) for leaf in leaves)
+
+
+class WindowSigner:
+  """Signs, at each step an actor appends, the newest `length` steps of its
+  episode: the bytes of each step's leaves (in `tree.flatten` order), step
+  after step. That is the message of the item whose newest step it is, so
+  the learner checks one MAC per item, and steps put together in an order
+  no actor wrote them fail it. Each step's bytes are made once; the MAC
+  then goes over the whole window (a keyed BLAKE2b: one C call)."""
+
+  def __init__(self, key: signing.RunKey, length: int):
+    self._mac = key.replay_mac()
+    self._window = collections.deque(maxlen=length)
+
+  def sign(self, step: trajectory_lib.Trajectory) -> SignedStep:
+    self._window.append(_step_bytes(step))
+    mac = self._mac.copy()
+    mac.update(b''.join(self._window))
+    return SignedStep(step, np.frombuffer(mac.digest(), np.uint8))
+
+  def end_episode(self) -> None:
+    self._window.clear()
+
+
+class Refusals:
+  """What the learner refused of what it read from the tables (thread-safe:
+  tf.data checks batches on its own threads)."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._checked = 0
+    self._refused = 0
+    self._last = ''
+
+  def count(self, checked: int, refused: int, reason: str) -> None:
+    with self._lock:
+      self._checked += checked
+      self._refused += refused
+      if refused:
+        self._last = reason
+
+  def figures(self) -> Dict:
+    with self._lock:
+      return {'replay_items_checked': self._checked,
+              'replay_items_refused': self._refused,
+              'last_replay_refusal': self._last}
+
+
+def authentic(key: signing.RunKey, signature: np.ndarray,
+              step_leaves) -> Tuple[np.ndarray, str]:
+  """Which of N items ([N, T, ...] arrays of the steps' leaves in
+  `tree.flatten` order, [N, 32] signatures) the key's MAC verifies, as a
+  `WindowSigner` made it; and why the others are refused."""
+  items = signature.shape[0]
+  # [N, T, bytes of a step]: each step's leaves one after the other.
+  messages = np.concatenate(
+      [np.ascontiguousarray(a).reshape(items, a.shape[1], -1).view(np.uint8)
+       for a in step_leaves], axis=2).reshape(items, -1)
+  mac = key.replay_mac()
+  expected = []
+  for message in messages:
+    copy = mac.copy()
+    copy.update(message)
+    expected.append(copy.digest())
+  accepted = (np.frombuffer(b''.join(expected), np.uint8).reshape(
+      items, -1) == signature).all(axis=1)
+  reason = '' if accepted.all() else (
+      'items that the run key does not sign: another key, changed, or '
+      'steps put together in an order no actor wrote them')
+  return accepted, reason
 
 
 @gin.configurable
@@ -64,7 +169,6 @@ def replay_table(collect_data_spec, sequence_length: int,
   error_buffer = max(
       samples_per_insert,
       samples_per_insert_tolerance * min_size_to_sample * samples_per_insert)
-  signature = tensor_spec.add_outer_dim(collect_data_spec, sequence_length)
   return reverb.Table(
       name=REPLAY_TABLE,
       sampler=reverb.selectors.Uniform(),
@@ -77,7 +181,7 @@ def replay_table(collect_data_spec, sequence_length: int,
           samples_per_insert=samples_per_insert,
           min_size_to_sample=min_size_to_sample,
           error_buffer=error_buffer),
-      signature=signature)
+      signature=signed_item_spec(collect_data_spec, sequence_length))
 
 
 def rate_figures(table_info) -> Dict[str, float]:
@@ -100,9 +204,11 @@ def rate_figures(table_info) -> Dict[str, float]:
 
 
 @gin.configurable
-def recent_observations_table(observation_spec, capacity: int = 2048
-                             ) -> reverb.Table:
-  """The newest `capacity` observations that actors sent for calibration.
+def recent_observations_table(collect_data_spec, sequence_length: int,
+                              capacity: int = 2048) -> reverb.Table:
+  """The newest `capacity` observations that actors sent for calibration,
+  each the newest step of a signed item (its steps are in the replay's
+  chunks already: Reverb sends them once).
 
   Replay holds the whole history, from the random first steps on, and its
   feature ranges are far wider than those of the states the trained policy
@@ -117,9 +223,7 @@ def recent_observations_table(observation_spec, capacity: int = 2048
       max_size=capacity,
       max_times_sampled=0,
       rate_limiter=reverb.rate_limiters.MinSize(1),
-      signature=tf.TensorSpec(observation_spec.shape,
-                              tf.as_dtype(observation_spec.dtype),
-                              'observation'))
+      signature=signed_item_spec(collect_data_spec, sequence_length))
 
 
 class RecentObservations:
@@ -129,15 +233,19 @@ class RecentObservations:
   samples, so nothing is prefetched for the next call (a live dataset keeps
   its next batch in flight from the moment it gives one, and the export after
   would be calibrated on states from before the previous one). The table is
-  then cleared: the next call sees only what came after.
+  then cleared: the next call sees only what came after. Observations whose
+  steps the run key does not verify are counted in `refusals` and left out.
   """
 
-  def __init__(self, server_address: str, observation_spec, count: int,
-               min_fresh: int = 64, rate_limiter_timeout_ms: int = 1_000):
+  def __init__(self, server_address: str, collect_data_spec,
+               sequence_length: int, count: int, key: signing.RunKey,
+               refusals: Refusals, min_fresh: int = 64,
+               rate_limiter_timeout_ms: int = 1_000):
     self._client = reverb.Client(server_address)
     self._server_address = server_address
-    self._shape = tf.TensorShape(observation_spec.shape)
-    self._dtype = tf.as_dtype(observation_spec.dtype)
+    self._spec = signed_item_spec(collect_data_spec, sequence_length)
+    self._key = key
+    self._refusals = refusals
     self._count = count
     self._min_fresh = min_fresh
     self._timeout_ms = rate_limiter_timeout_ms
@@ -162,33 +270,44 @@ class RecentObservations:
       return None
     dataset = reverb.TrajectoryDataset(
         self._server_address, table=RECENT_OBSERVATIONS_TABLE,
-        dtypes=self._dtype, shapes=self._shape,
+        dtypes=tf.nest.map_structure(lambda s: s.dtype, self._spec),
+        shapes=tf.nest.map_structure(lambda s: s.shape, self._spec),
         max_in_flight_samples_per_worker=self._count,
         rate_limiter_timeout_ms=self._timeout_ms, max_samples=self._count)
     try:
-      observations = [sample.data.numpy() for sample in dataset]
+      samples = list(dataset.batch(self._count).as_numpy_iterator())
       self._client.reset(RECENT_OBSERVATIONS_TABLE)
     except (tf.errors.OutOfRangeError, tf.errors.CancelledError,
             *SERVER_ERRORS) as e:
       self.failure = f'reading the observations failed ({type(e).__name__})'
       return None
-    if not observations:
+    if not samples:
       self.failure = 'no observation came within the timeout'
       return None
-    return np.stack(observations)
+    signed = samples[0].data
+    accepted, reason = authentic(self._key, signed.signature,
+                                 tree.flatten(signed.steps))
+    self._refusals.count(len(accepted), int((~accepted).sum()), reason)
+    if not accepted.any():
+      self.failure = f'all {len(accepted)} observations were refused: {reason}'
+      return None
+    return signed.steps.observation[accepted, -1]
 
 
 def replay_dataset(collect_data_spec, sequence_length: int,
                    server_address: str, batch_size: int,
-                   rate_limiter_timeout_ms: int) -> tf.data.Dataset:
-  """Batches of [batch, sequence_length] trajectories from the table.
+                   rate_limiter_timeout_ms: int, key: signing.RunKey,
+                   refusals: Refusals) -> tf.data.Dataset:
+  """Batches of [batch, sequence_length] trajectories from the table, of
+  items the run key verifies (see `authentic`); the others are counted in
+  `refusals` and left out.
 
   One sampling stream batched in the dataset: TF-Agents' ReverbReplayBuffer
   interleaves up to 32 streams, which costs more CPU than it saves on small
   machines. A sample that waits on the rate limiter past the timeout ends
   the dataset, so the learner gets control back to check for shutdown.
   """
-  item_spec = tensor_spec.add_outer_dim(collect_data_spec, sequence_length)
+  item_spec = signed_item_spec(collect_data_spec, sequence_length)
   dataset = reverb.TrajectoryDataset(
       server_address,
       table=REPLAY_TABLE,
@@ -196,8 +315,25 @@ def replay_dataset(collect_data_spec, sequence_length: int,
       shapes=tf.nest.map_structure(lambda s: s.shape, item_spec),
       max_in_flight_samples_per_worker=2 * batch_size,
       rate_limiter_timeout_ms=rate_limiter_timeout_ms)
+
+  def check(signature, *step_leaves):
+    accepted, reason = authentic(key, signature, step_leaves)
+    refusals.count(len(accepted), int((~accepted).sum()), reason)
+    return accepted
+
+  def authentic_steps(sample):
+    signed = sample.data
+    accepted = tf.numpy_function(
+        check, [signed.signature, *tf.nest.flatten(signed.steps)], tf.bool,
+        stateful=True)
+    accepted.set_shape([batch_size])
+    return tf.nest.map_structure(lambda x: tf.boolean_mask(x, accepted),
+                                 signed.steps)
+
+  # Batches are checked whole (one call into Python per batch), then the
+  # accepted items are batched again.
   return dataset.batch(batch_size, drop_remainder=True).map(
-      lambda sample: sample.data).prefetch(1)
+      authentic_steps).rebatch(batch_size, drop_remainder=True).prefetch(1)
 
 
 def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:
@@ -205,8 +341,17 @@ def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:
   info = client.server_info(timeout=max(1, int(timeout_s)))
   if REPLAY_TABLE not in info:
     raise ActorQError(f'the Reverb server has no {REPLAY_TABLE!r} table')
-  signature = info[REPLAY_TABLE].signature
-  return int(tf.nest.flatten(signature)[0].shape[0])
+  return int(tf.nest.flatten(_signed_steps_spec(info))[0].shape[0])
+
+
+def _signed_steps_spec(server_info):
+  steps = getattr(server_info[REPLAY_TABLE].signature, 'steps', None)
+  if steps is None:
+    raise ActorQError(
+        f'the replay server\'s {REPLAY_TABLE!r} table holds unsigned items '
+        '(made by an ActorQ-TF from before replay was signed): start the '
+        'run in a new --root_dir')
+  return steps
 
 
 def check_same_environment(client: reverb.Client, collect_data_spec,
@@ -217,9 +362,9 @@ def check_same_environment(client: reverb.Client, collect_data_spec,
   info = client.server_info(timeout=max(1, int(timeout_s)))
   if REPLAY_TABLE not in info:
     raise ActorQError(f'the Reverb server has no {REPLAY_TABLE!r} table')
-  # Items are [sequence_length, ...] of each step field.
+  # Items are [sequence_length, ...] of each step field, and a signature.
   theirs = [f'{s.dtype.name}{list(s.shape)[1:]}'
-            for s in tf.nest.flatten(info[REPLAY_TABLE].signature)]
+            for s in tf.nest.flatten(_signed_steps_spec(info))]
   ours = [(path, f'{s.dtype.name}{list(s.shape)}')
           for path, s in tree.flatten_with_path(collect_data_spec)]
   if [spec for _, spec in ours] == theirs:
@@ -250,6 +395,7 @@ class ExperienceWriter:
   Args:
     client: Reverb client of the replay server.
     sequence_length: steps per item, from the table's signature.
+    key: the run key every item is signed with (see `WindowSigner`).
     max_in_flight_items: items that may wait for the server before `write`
       blocks; keeps actors in step with the rate limiter.
     timeout_s: how long one blocking call may wait before the server is
@@ -269,7 +415,7 @@ class ExperienceWriter:
   """
 
   def __init__(self, client: reverb.Client, sequence_length: int,
-               max_in_flight_items: int = 8, timeout_s: float = 5.0,
+               key: signing.RunKey, max_in_flight_items: int = 8, timeout_s: float = 5.0,
                give_up_s: float = 120.0,
                on_server_answer: Callable[[], None] = lambda: None,
                recent_observation_interval: int = 4,
@@ -282,39 +428,45 @@ class ExperienceWriter:
     self._on_server_answer = on_server_answer
     self._recent_observation_interval = recent_observation_interval
     self._pad_episode_ends = pad_episode_ends
+    self._signer = WindowSigner(key, sequence_length)
     self._writer = None
     self._appended = 0
     self.blocked_seconds = 0.0  # Time spent waiting on the rate limiter.
 
-  def _create_writer(self, trajectory: trajectory_lib.Trajectory):
-    structure = tree.map_structure(lambda _: None, trajectory)
+  def _create_writer(self, signed_step: SignedStep):
+    structure = tree.map_structure(lambda _: None, signed_step)
     reference = structured_writer.create_reference_step(structure)
-    window = tree.map_structure(
-        lambda column: column[-self._sequence_length:], reference)
+    # The window of steps, and the newest step's MAC, which covers them.
+    item = SignedItem(
+        tree.map_structure(lambda column: column[-self._sequence_length:],
+                           reference.step),
+        reference.signature[-1])
     full_window = (structured_writer.Condition.step_index() >=
                    self._sequence_length - 1)
-    newest_step_type = structured_writer.Condition.data(structure).step_type
+    newest_step_type = structured_writer.Condition.data(
+        structure).step.step_type
     # Items whose newest step is an episode's boundary hold its end.
     window_configs = [
         structured_writer.create_config(
-            window, REPLAY_TABLE,
+            item, REPLAY_TABLE,
             conditions=[full_window, newest_step_type != StepType.LAST]),
         structured_writer.create_config(
-            window, REPLAY_TABLE,
+            item, REPLAY_TABLE,
             conditions=[full_window, newest_step_type == StepType.LAST],
             priority=structured_writer.constant_priority_fn(
                 EPISODE_END_PRIORITY)),
     ]
+    # The same items: only their newest observation calibrates, but only
+    # the whole window is signed.
     newest_observation = structured_writer.create_config(
-        reference.observation[-1], RECENT_OBSERVATIONS_TABLE,
-        conditions=[structured_writer.Condition.steps_since_applied() >=
+        item, RECENT_OBSERVATIONS_TABLE,
+        conditions=[full_window,
+                    structured_writer.Condition.steps_since_applied() >=
                     self._recent_observation_interval])
     return self._client.structured_writer(
         window_configs + [newest_observation])
 
   def write(self, trajectory: trajectory_lib.Trajectory) -> None:
-    if self._writer is None:
-      self._writer = self._create_writer(trajectory)
     self._append(trajectory)
     if trajectory.step_type == StepType.LAST:  # last -> first: a boundary
       if self._pad_episode_ends:
@@ -322,9 +474,13 @@ class ExperienceWriter:
           self._append(trajectory)
       self._wait(lambda timeout_ms: self._writer.end_episode(
           clear_buffers=True, timeout_ms=timeout_ms))
+      self._signer.end_episode()
 
   def _append(self, trajectory: trajectory_lib.Trajectory) -> None:
-    self._writer.append(trajectory)
+    signed_step = self._signer.sign(trajectory)
+    if self._writer is None:
+      self._writer = self._create_writer(signed_step)
+    self._writer.append(signed_step)
     self._appended += 1
     # A flush finalizes the chunks of pending items before their time; once
     # every max_in_flight_items steps it costs a third of what it does at

@@ -34,7 +34,8 @@ def create_tables(env) -> list:
   policy_network = algorithm.policy_network(env)
   tables = [replay.replay_table(algorithm.collect_data_spec(env),
                                 algorithm.sequence_length()),
-            replay.recent_observations_table(env.observation_spec())]
+            replay.recent_observations_table(algorithm.collect_data_spec(env),
+                                             algorithm.sequence_length())]
   observation_shape = env.observation_spec().shape
   tables += [model_channel.model_table(p, observation_shape)
              for p in TFLITE_PRECISIONS]

@@ -9,8 +9,8 @@ The key is made at the run's first start (`model.key` in the run directory,
 readable by its owner only). Launchers hand it to the roles they start in
 their environment (`ACTORQ_MODEL_KEY`), so that roles on other machines need
 no shared run directory; a role started by hand reads `--model_key_file`, or
-the run directory's key. The key does not cover replay (see README, "What
-the run key does not cover").
+the run directory's key. Actors sign the steps they write to replay with it
+too (see `replay.WindowSigner`).
 
 This module stays free of TensorFlow: Ray workers that host roles import it.
 """
@@ -26,6 +26,7 @@ from actorq_tf.errors import ActorQError
 KEY_FILE = 'model.key'
 KEY_ENVIRONMENT_VARIABLE = 'ACTORQ_MODEL_KEY'
 _KEY_BYTES = 32
+MAC_BYTES = 32  # of a replay item's MAC
 
 
 class RunKey:
@@ -48,6 +49,14 @@ class RunKey:
 
   def verifies(self, signature: str, parts: Iterable[bytes]) -> bool:
     return hmac.compare_digest(self.sign(parts), signature)
+
+  def replay_mac(self):
+    """A keyed BLAKE2b for replay items, to `copy` per item: it runs at
+    every env step, where an HMAC-SHA256 costs three times as much. Its key
+    is derived from the run key, apart from the rows' HMACs."""
+    return hashlib.blake2b(
+        key=hmac.digest(self._key, b'actorq-tf replay items', 'sha256'),
+        digest_size=MAC_BYTES)
 
   def environment(self) -> Dict[str, str]:
     """What a launcher adds to a role's environment to hand it the key."""

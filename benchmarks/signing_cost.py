@@ -7,13 +7,13 @@ evaluator): the learner's HMAC-SHA256 per row, an actor's verification, and
 the same row's trip through a local Reverb server (insert by the learner,
 sample by an actor) and its conversion, measured in one process through the
 learner's and actors' own code (`ModelPublisher`, `ModelPuller`,
-`VariablesPuller`).
+`VariablesPuller`). Then what signing replay costs an actor per env step
+and the learner per train step.
 
   .venv/bin/python -m benchmarks.signing_cost --env_steps 3000 \\
       --gin_file d4pg_walker_stand.gin \\
       --gin_bindings 'create_actor_network.fc_layer_params = (2048, 2048, 2048)'
 """
-import collections
 import os
 import tempfile
 import time
@@ -23,12 +23,15 @@ from absl import flags
 import numpy as np
 import reverb
 import tensorflow as tf
+from tf_agents.utils import common as tf_agents_common
 
 from actorq_tf import agents
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import export
+from actorq_tf import learner
 from actorq_tf import model_channel
+from actorq_tf import replay
 from actorq_tf import server
 from actorq_tf import signing
 from benchmarks import actor_throughput
@@ -117,36 +120,49 @@ def measure(repeats: int, actor_steps: int) -> dict:
     }
   finally:
     reverb_server.stop()
-  figures['replay_item'] = _replay_item_signing(algorithm, env, key,
-                                                actor_steps)
+  figures['replay'] = _replay_signing(algorithm, env, key, actor_steps)
   return figures
 
 
-def _replay_item_signing(algorithm, env, key: signing.RunKey,
-                         actor_steps: int) -> dict:
-  """What signing each replay item would cost an actor (replay is not
-  signed), beside the actor's own step time measured in this run: the HMAC
-  of one item's steps (the collect spec's bytes, as `tobytes` gives them) for
-  every env step, against an int8 actor's env steps/s
-  (`benchmarks.actor_throughput`'s measurement, its model's steps only)."""
-  spec = tf.nest.flatten(algorithm.collect_data_spec(env))
+def _replay_signing(algorithm, env, key: signing.RunKey,
+                    actor_steps: int) -> dict:
+  """What signing replay costs: an actor's `WindowSigner.sign` per env step,
+  against an int8 actor's env steps/s measured in the same run (its writes
+  signed, `benchmarks.actor_throughput`'s measurement, its model's steps
+  only); and the learner's check of one batch (`replay.authentic`, the
+  dataset's own call), against one train step of the agent on a batch of
+  the same shape."""
+  spec = algorithm.collect_data_spec(env)
   length = algorithm.sequence_length()
+  batch_size = config.bound_parameter(learner.train, 'batch_size')
   rng = np.random.default_rng(0)
-  steps = [[rng.random(s.shape).astype(s.dtype.as_numpy_dtype)
-            for s in spec] for _ in range(length)]
-  calls = 2000
+  step = tf.nest.map_structure(
+      lambda s: rng.random(s.shape).astype(s.dtype.as_numpy_dtype), spec)
+  signer = replay.WindowSigner(key, length)
+  calls = 5000
   start = time.perf_counter()
   for _ in range(calls):
-    key.sign([array.tobytes() for step in steps for array in step])
+    signer.sign(step)
   sign_s = (time.perf_counter() - start) / calls
-  # As a writer would do it: each step's bytes made once, when it comes,
-  # and each item's HMAC over the newest `length` of them.
-  window = collections.deque(maxlen=length)
-  start = time.perf_counter()
-  for i in range(calls):
-    window.append(b''.join(array.tobytes() for array in steps[i % length]))
-    key.sign(window)
-  sign_cached_s = (time.perf_counter() - start) / calls
+  # A batch of items as a writer wrote them: every check passes.
+  signatures = []
+  for _ in range(batch_size):
+    signer.end_episode()
+    signatures.append([signer.sign(step) for _ in range(length)][-1].signature)
+  signature = np.stack(signatures)
+  steps = tf.nest.map_structure(
+      lambda x: np.broadcast_to(x, (batch_size, length) + np.shape(x)), step)
+  leaves = tf.nest.flatten(steps)
+  accepted, _ = replay.authentic(key, signature, leaves)
+  assert accepted.all()
+  check_s = _median_seconds(
+      lambda: replay.authentic(key, signature, leaves), 20)
+  agent, _ = algorithm.create_agent(env, tf.Variable(0, dtype=tf.int64))
+  train = tf_agents_common.function(agent.train)
+  experience = tf.nest.map_structure(tf.convert_to_tensor, steps)
+  train(experience)  # traced
+  train_s = _median_seconds(lambda: train(experience).loss.numpy(), 20)
+
   reverb_server = reverb.Server(actor_throughput.unthrottled_tables(env),
                                 port=None)
   try:
@@ -159,11 +175,13 @@ def _replay_item_signing(algorithm, env, key: signing.RunKey,
                                           key_file)
   finally:
     reverb_server.stop()
-  return {'bytes': sum(a.nbytes for step in steps for a in step),
-          'steps': length, 'sign_s': sign_s, 'sign_cached_s': sign_cached_s,
+  return {'step_bytes': sum(a.nbytes for a in tf.nest.flatten(step)),
+          'sequence_length': length, 'batch_size': batch_size,
+          'sign_step_s': sign_s,
           'int8_actor_env_steps_per_second': rate,
           'share_of_int8_actor_step': sign_s * rate,
-          'share_of_int8_actor_step_cached': sign_cached_s * rate}
+          'check_batch_s': check_s, 'train_step_s': train_s,
+          'check_share_of_train_step': check_s / train_s}
 
 
 def print_table(figures: dict) -> None:
@@ -180,15 +198,16 @@ def print_table(figures: dict) -> None:
           f'{f["verify_s"] * 1e3:.1f} ms | {f["publish_s"] * 1e3:.1f} ms | '
           f'{pull * 1e3:.1f} ms{" (verify included)" if "pull_and_verify_s" in f else ""} | '
           f'{convert} | {share:.2f} |')
-  item = figures['replay_item']
-  print(f'replay item ({item["steps"]} steps, {item["bytes"]:,} bytes), '
-        'signed at every env step (not done: replay is not signed): '
-        f'{item["sign_s"] * 1e6:.1f} us making every step\'s bytes anew, '
-        f'{item["sign_cached_s"] * 1e6:.1f} us with each step\'s bytes made '
-        f'once; {item["share_of_int8_actor_step"]:.1%} and '
-        f'{item["share_of_int8_actor_step_cached"]:.1%} of an int8 actor\'s '
-        f'step ({item["int8_actor_env_steps_per_second"]:,.0f} env steps/s, '
-        'measured in this run)')
+  r = figures['replay']
+  print(f'replay, each item signed ({r["step_bytes"]:,} bytes a step): '
+        f'actor {r["sign_step_s"] * 1e6:.1f} us a step, '
+        f'{r["share_of_int8_actor_step"]:.1%} of an int8 actor\'s step '
+        f'({r["int8_actor_env_steps_per_second"]:,.0f} env steps/s with '
+        f'signed writes, measured in this run); learner '
+        f'{r["check_batch_s"] * 1e3:.2f} ms to check a batch of '
+        f'{r["batch_size"]} x {r["sequence_length"]} steps, '
+        f'{r["check_share_of_train_step"]:.1%} of a train step '
+        f'({r["train_step_s"] * 1e3:.1f} ms)')
 
 
 def main(_):

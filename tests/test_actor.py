@@ -66,7 +66,7 @@ def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
   dataset = reverb.TrajectoryDataset.from_table_signature(
       reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
       rate_limiter_timeout_ms=10_000)
-  actions = np.array([sample.data.action[0] for sample in
+  actions = np.array([sample.data.steps.action[0] for sample in
                       dataset.take(200).as_numpy_iterator()])
   assert 0.25 < np.mean(actions == 1) < 0.75
 
@@ -81,7 +81,7 @@ def test_a_novelty_bonus_goes_into_replay_rewards_only(reverb_server,
   dataset = reverb.TrajectoryDataset.from_table_signature(
       reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
       rate_limiter_timeout_ms=10_000)
-  first_steps = [sample.data for sample in
+  first_steps = [sample.data.steps for sample in
                  dataset.take(200).as_numpy_iterator()]
   # CartPole pays 1 per step; the boundary pseudo-steps, 0.
   rewards = np.array([data.reward[0] for data in first_steps
@@ -107,9 +107,12 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
                                tf.Variable(0, dtype=tf.int64))
   length = agent.train_sequence_length  # n-step windows: n + 1 steps
   assert length > 2
+  refusals = replay.Refusals()
   dataset = replay.replay_dataset(agent.collect_data_spec, length,
                                   reverb_server, batch_size=16,
-                                  rate_limiter_timeout_ms=5000)
+                                  rate_limiter_timeout_ms=5000,
+                                  key=signing.run_key(str(tmp_path)),
+                                  refusals=refusals)
   experience = next(iter(dataset))
   assert experience.observation.shape == (16, length, 4)
   assert experience.action.shape == (16, length)
@@ -121,6 +124,9 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
   np.testing.assert_array_equal(step_types[after_last], StepType.LAST)
   loss = agent.train(experience).loss
   assert np.isfinite(loss.numpy())
+  figures = refusals.figures()
+  assert figures['replay_items_checked'] >= 16
+  assert figures['replay_items_refused'] == 0
 
 
 def test_an_actor_pulls_on_time_as_well_as_on_steps(reverb_server, tmp_path):
@@ -294,9 +300,12 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
 
   # Without noise, every action in replay is the model's own action.
   model = TFLiteModel(result.model_bytes, result.normalizer)
-  for item in reverb.Client(address).sample(replay.REPLAY_TABLE,
-                                            num_samples=50):
-    step_type, observation, action = item[0].data[:3]
+  for item in reverb.Client(address).sample(
+      replay.REPLAY_TABLE, num_samples=50, emit_timesteps=False,
+      unpack_as_table_signature=True):
+    step_type, observation, action = (item.data.steps.step_type[0],
+                                      item.data.steps.observation[0],
+                                      item.data.steps.action[0])
     assert step_type != StepType.LAST  # a window starts before its boundary
     np.testing.assert_allclose(action, np.clip(model.action(observation),
                                                -1.0, 1.0), atol=1e-6)

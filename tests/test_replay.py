@@ -1,12 +1,16 @@
-"""The actors' writer: replay windows and the recent observations table."""
+"""The actors' writer: replay windows and the recent observations table,
+of steps signed with the run key."""
 import numpy as np
 import reverb
 import tensorflow as tf
-from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
+import tree
 
 from actorq_tf import replay
+from actorq_tf import signing
+
+KEY = signing.RunKey(b'the run key of this test', 'test')
 
 
 def _step(index, step_type=StepType.MID):
@@ -18,18 +22,20 @@ def _step(index, step_type=StepType.MID):
       discount=np.float32(1.0))
 
 
+COLLECT_DATA_SPEC = tf.nest.map_structure(
+    lambda x: tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype)),
+    _step(0))
+
+
 def _server(recent_capacity, sequence_length=2, **replay_table_settings):
-  step_spec = _step(0)
-  collect_data_spec = tf.nest.map_structure(
-      lambda x: tf.TensorSpec(np.shape(x), tf.as_dtype(np.asarray(x).dtype)),
-      step_spec)
+  collect_data_spec = COLLECT_DATA_SPEC
   tables = [
       replay.replay_table(collect_data_spec, sequence_length=sequence_length,
                           min_size_to_sample=1,
                           samples_per_insert_tolerance=1000.0,
                           **replay_table_settings),
-      replay.recent_observations_table(
-          tensor_spec.TensorSpec([3], tf.float32), capacity=recent_capacity)]
+      replay.recent_observations_table(collect_data_spec, sequence_length,
+                                       capacity=recent_capacity)]
   return reverb.Server(tables, port=None)
 
 
@@ -37,11 +43,11 @@ def test_calibration_sees_only_observations_sent_since_the_last_export():
   server = _server(recent_capacity=8)
   client = reverb.Client(f'localhost:{server.port}')
   recent = replay.RecentObservations(f'localhost:{server.port}',
-                                     tensor_spec.TensorSpec([3], tf.float32),
-                                     64,
-                                     min_fresh=4, rate_limiter_timeout_ms=200)
+                                     COLLECT_DATA_SPEC, 2, 64, KEY,
+                                     replay.Refusals(), min_fresh=4,
+                                     rate_limiter_timeout_ms=200)
   assert recent.sample() is None and recent.fresh_count == 0
-  writer = replay.ExperienceWriter(client, sequence_length=2,
+  writer = replay.ExperienceWriter(client, sequence_length=2, key=KEY,
                                    recent_observation_interval=4)
   for index in range(100):
     writer.write(_step(index))
@@ -69,6 +75,16 @@ def test_calibration_sees_only_observations_sent_since_the_last_export():
   server.stop()
 
 
+def _sampled_items(client, count):
+  return [sample.data for sample in client.sample(
+      replay.REPLAY_TABLE, num_samples=count, emit_timesteps=False,
+      unpack_as_table_signature=True)]
+
+
+def _sampled_steps(client, count):
+  return [item.steps for item in _sampled_items(client, count)]
+
+
 def _episode(length, first_index=0):
   return ([_step(first_index, StepType.FIRST)] +
           [_step(first_index + index) for index in range(1, length)] +
@@ -76,7 +92,7 @@ def _episode(length, first_index=0):
 
 
 def _replay_items(client, sequence_length, pad_episode_ends):
-  writer = replay.ExperienceWriter(client, sequence_length,
+  writer = replay.ExperienceWriter(client, sequence_length, KEY,
                                    pad_episode_ends=pad_episode_ends)
   for step in _episode(6):
     writer.write(step)
@@ -93,8 +109,7 @@ def test_padded_episode_ends_give_every_step_a_window():
     assert _replay_items(client, 4, pad_episode_ends) == expected_items
     if pad_episode_ends:
       starts = sorted(
-          int(sample[0].data[1][0]) for sample in
-          client.sample(replay.REPLAY_TABLE, num_samples=200))
+          int(steps.observation[0, 0]) for steps in _sampled_steps(client, 200))
       assert set(starts) == set(range(6))
     server.stop()
 
@@ -108,13 +123,72 @@ def test_a_table_that_keeps_episode_ends_removes_the_other_items_first():
     server = _server(recent_capacity=8, capacity=6,
                      keep_episode_ends=keep_episode_ends)
     client = reverb.Client(f'localhost:{server.port}')
-    writer = replay.ExperienceWriter(client, sequence_length=2)
+    writer = replay.ExperienceWriter(client, sequence_length=2, key=KEY)
     for episode in range(1, 4):
       for step in _episode(3, first_index=100 * episode):
         writer.write(step)
     writer.close()
-    newest_steps = {
-        int(sample[-1].data[1][0]) for sample in
-        client.sample(replay.REPLAY_TABLE, num_samples=300)}
+    newest_steps = {int(steps.observation[-1, 0])
+                    for steps in _sampled_steps(client, 300)}
     assert newest_steps == expected_newest_steps
     server.stop()
+
+
+def test_the_learner_samples_only_what_the_run_key_signed_in_its_order():
+  server = _server(recent_capacity=8, sequence_length=3)
+  address = f'localhost:{server.port}'
+  client = reverb.Client(address)
+  writer = replay.ExperienceWriter(client, sequence_length=3, key=KEY)
+  for index in range(100):
+    writer.write(_step(index))
+  writer.close()
+  # Someone who reaches the port: steps signed with another key, ...
+  stranger = replay.ExperienceWriter(
+      client, sequence_length=3,
+      key=signing.RunKey(b'somebody else\'s key', 'stranger'))
+  for index in range(1000, 1100):
+    stranger.write(_step(index))
+  stranger.close()
+  # ... and this run's own signed items, read and put back with their
+  # steps in reverse.
+  reversed_items = 0
+  with client.trajectory_writer(num_keep_alive_refs=3) as trajectory_writer:
+    for item in _sampled_items(client, 40):
+      if item.steps.observation[0, 0] >= 1000:  # the stranger's
+        continue
+      for t in reversed(range(3)):
+        trajectory_writer.append(replay.SignedStep(
+            tree.map_structure(lambda x, t=t: x[t], item.steps),
+            item.signature))
+      trajectory_writer.create_item(
+          replay.REPLAY_TABLE, 1.0, replay.SignedItem(
+              tree.map_structure(lambda column: column[-3:],
+                                 trajectory_writer.history.step),
+              trajectory_writer.history.signature[-1]))
+      trajectory_writer.end_episode(clear_buffers=True)
+      reversed_items += 1
+    trajectory_writer.flush()
+  assert reversed_items > 5
+
+  refusals = replay.Refusals()
+  dataset = replay.replay_dataset(COLLECT_DATA_SPEC, 3, address, 32, 1_000,
+                                  KEY, refusals)
+  for batch in dataset.take(20):
+    first = batch.observation[:, 0, 0].numpy()
+    assert (first < 100).all()  # only the run's writer's steps, ...
+    np.testing.assert_array_equal(  # ... in the order it wrote them
+        batch.observation[:, :, 0].numpy(), first[:, None] + np.arange(3))
+  figures = refusals.figures()
+  assert figures['replay_items_checked'] >= 20 * 32
+  # About half the items are the stranger's, a few reversed.
+  assert 0.3 < (figures['replay_items_refused'] /
+                figures['replay_items_checked']) < 0.8
+  assert 'does not sign' in figures['last_replay_refusal']
+
+  # The newest observations are the stranger's: none calibrates a model.
+  recent = replay.RecentObservations(address, COLLECT_DATA_SPEC, 3, 64, KEY,
+                                     refusals, min_fresh=1,
+                                     rate_limiter_timeout_ms=200)
+  assert recent.sample() is None
+  assert recent.failure.startswith('all 64 observations were refused')
+  server.stop()

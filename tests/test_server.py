@@ -17,18 +17,21 @@ from actorq_tf import model_channel
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import server
+from actorq_tf import signing
 from actorq_tf.errors import ActorQError
 from helpers import publish_policy
 from helpers import wait_for
 
 
-def _dataset(address, batch_size):
+def _dataset(address, batch_size, root_dir):
   env = environments.load_environment()
   agent = dqn.create_dqn_agent(env, agents.builder().policy_network(env),
                                   tf.Variable(0, dtype=tf.int64))
   return replay.replay_dataset(agent.collect_data_spec,
                                agent.train_sequence_length, address,
-                               batch_size, rate_limiter_timeout_ms=2_000)
+                               batch_size, rate_limiter_timeout_ms=2_000,
+                               key=signing.run_key(root_dir),
+                               refusals=replay.Refusals())
 
 
 def test_a_restarted_server_restores_replay_models_and_sampling(
@@ -39,7 +42,7 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   actor.run_actor(str(tmp_path), address, max_env_steps=300)
   publish_policy(address, version=7, root_dir=str(tmp_path))
   client = reverb.Client(address)
-  for _ in _dataset(address, 32).take(3):
+  for _ in _dataset(address, 32, str(tmp_path)).take(3):
     pass
   items = server.replay_size(client)
   client.checkpoint()
@@ -54,7 +57,7 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   assert info['variables'].current_size == 1
   # The restored counters (inserts and samples so far) still allow sampling:
   # a blocked sampler would end the dataset after its 2 s timeout.
-  batches = list(_dataset(address, 32).take(5))
+  batches = list(_dataset(address, 32, str(tmp_path)).take(5))
   assert len(batches) == 5
   second.stop()
 

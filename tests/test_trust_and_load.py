@@ -9,9 +9,12 @@ import signal
 import numpy as np
 import pytest
 import reverb
+from tf_agents.trajectories import trajectory as trajectory_lib
+from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import export
 from actorq_tf import model_channel
+from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import signing
 from helpers import launcher_running
@@ -39,6 +42,21 @@ def _insert_until_refused(root_dir, role, insert):
 
   wait_for(refused, 120, f'{role} to refuse the stranger\'s row',
            lambda: str(_status(root_dir, role)))
+
+
+def _write_strangers_experience(client, key):
+  """CartPole steps with all the right fields, as a second client could
+  write them (held, as the run's actors are, by the rate limiter)."""
+  writer = replay.ExperienceWriter(client, replay.sequence_length_of(client),
+                                   key)
+  for index in range(100):
+    writer.write(trajectory_lib.Trajectory(
+        step_type=np.int32(StepType.MID),
+        observation=np.full(4, 0.01 * index, np.float32),
+        action=np.int64(index % 2), policy_info=(),
+        next_step_type=np.int32(StepType.MID), reward=np.float32(1.0),
+        discount=np.float32(1.0)))
+  writer.close()
 
 
 def test_a_role_given_another_key_refuses_everything_and_the_run_fails(
@@ -103,12 +121,16 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
         priorities={model_channel.model_table_name('int8'): 1.0}))
     refused_at = _status(root_dir, 'actor_0')['model_version']
     # fp32 variables for the evaluator, signed with another run's key.
-    stranger = model_channel.ModelPublisher(
-        client, signing.run_key(str(tmp_path / 'another_run')))
+    stranger_key = signing.run_key(str(tmp_path / 'another_run'))
+    stranger = model_channel.ModelPublisher(client, stranger_key)
     weights = [w + np.ones_like(w) for w in
                export.kept_network_weights(model_path)]
     _insert_until_refused(root_dir, 'eval', lambda: stranger.publish_variables(
         weights, FORGED_VERSION))
+    # Experience from outside the run, signed with the other run's key.
+    _write_strangers_experience(client, stranger_key)
+    wait_for(lambda: _status(root_dir, 'learner').get('replay_items_refused'),
+             120, 'the learner to refuse the stranger\'s replay items')
     wait_for(lambda: _status(root_dir, 'actor_0')['model_version'] >
              refused_at and all(
                  len(_status(root_dir, f'actor_{i}').get('versions_run', []))
@@ -125,6 +147,10 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
   assert summary['actor_refused_versions']['actor_0'] == 1
   assert summary['eval_refused_versions'] >= 1
   assert re.search(r'actor_0 (REFUSED|refused) 1 (version|row)', out), out
+  assert summary['replay_items_refused'] >= 1
+  assert summary['replay_items_refused'] < 0.1 * summary['replay_items_checked']
+  assert 'the run key does not sign' in summary['last_replay_refusal']
+  assert re.search(r'learner REFUSED [\d,]+ of [\d,]+ replay items', out)
   results = run_directory.read_results(root_dir)
   assert results and all(r['version'] < FORGED_VERSION for r in results)
   actor_0 = _status(root_dir, 'actor_0')
