@@ -36,7 +36,8 @@ def test_replay_specs_come_without_an_agent_and_match_the_agents(gin_file):
     assert algorithm.collect_data_spec(env) == agent.collect_data_spec
     assert algorithm.sequence_length() == agent.train_sequence_length
     replay_signature = server.create_tables(env)[0].info.signature
-    assert [(s.shape, s.dtype) for s in tf.nest.flatten(replay_signature)] == [
+    assert [(s.shape, s.dtype)
+            for s in tf.nest.flatten(replay_signature.steps)] == [
         ((agent.train_sequence_length, *s.shape), s.dtype)
         for s in tf.nest.flatten(agent.collect_data_spec)]
   finally:
