@@ -150,6 +150,7 @@ def run_local(settings: RunSettings,
               target_evaluations_in_a_row: int = 2,
               max_refused_versions: int = 3,
               max_refusing_s: float = 600.0,
+              max_refused_replay_items: int = 10_000,
               replay_in_learner: bool = True,
               roles_on=None,
               log=functools.partial(print, flush=True)) -> Dict:
@@ -166,6 +167,9 @@ def run_local(settings: RunSettings,
       actions.
     max_refusing_s: ... or when an actor without any model has refused
       every version for this many seconds.
+    max_refused_replay_items: ... or when the learner has refused this many
+      replay items in a row (their signatures do not verify with the run
+      key): it would train on nothing.
     replay_in_learner: the learner's process hosts the Reverb server and
       samples from it without gRPC (on 2 cores, 220 train steps/s in a
       CartPole-v1 run against 192 from a server process); it restarts with
@@ -263,7 +267,8 @@ def run_local(settings: RunSettings,
     status, seen_results = _monitor(
         settings, roles_on, roles, keeper, interrupted, clock, summary,
         seen_results,
-        _RefusalWatch(max_refused_versions, max_refusing_s, clock.wall_time),
+        _RefusalWatch(max_refused_versions, max_refusing_s,
+                      max_refused_replay_items, clock.wall_time),
         look_seconds, meter, energy_writer, log)
     outcome = _Outcome(status)
   except ActorQError as e:
@@ -377,7 +382,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
     progress = _progress(roles_on, settings.num_actors)
     results = roles_on.read_results()
     try:
-      refusals.check(_pullers(progress))
+      refusals.check(_pullers(progress), progress['learner'])
     except ActorQError:
       # The run stops on what the actors did: the user sees it last.
       log(_progress_line(time.monotonic() - clock.start, progress,
@@ -567,15 +572,25 @@ def _wait_for_role_server(server, address: str,
 class _RefusalWatch:
   """Fails the run when a role that pulls models (an actor, the evaluator)
   keeps refusing them: `max_versions` in a row, or every one for
-  `max_seconds` while it has no model at all. Status files written before
-  `since` (an earlier launch of a resumed run) do not count."""
+  `max_seconds` while it has no model at all; or when the learner has
+  refused `max_replay_items` replay items in a row. Status files written
+  before `since` (an earlier launch of a resumed run) do not count."""
 
-  def __init__(self, max_versions: int, max_seconds: float, since: float):
+  def __init__(self, max_versions: int, max_seconds: float,
+               max_replay_items: int, since: float):
     self._max_versions = max_versions
     self._max_seconds = max_seconds
+    self._max_replay_items = max_replay_items
     self._since = since
 
-  def check(self, pullers: Dict[str, Dict]) -> None:
+  def check(self, pullers: Dict[str, Dict], learner: Dict) -> None:
+    in_a_row = learner.get('replay_items_refused_in_a_row', 0)
+    if (in_a_row >= self._max_replay_items and
+        learner.get('time', 0.0) >= self._since):
+      raise ActorQError(
+          f'the learner refused the last {in_a_row:,} replay items it read '
+          f'({learner.get("last_replay_refusal")}); the run stops rather '
+          'than train on nothing. Do all actors have the run key?')
     for name, status in pullers.items():
       refused = status.get('consecutive_refusals', 0)
       if not refused or status.get('time', 0.0) < self._since:

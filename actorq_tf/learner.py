@@ -224,6 +224,7 @@ def train(root_dir: str,
   train_fn = common.function(agent.train)
   iterator = iter(dataset)
   step = int(train_step)
+  loss = float('nan')
   waiting_since = None
   # The loop, as TF-Agents' Learner runs it: a train step, then triggers.
   triggers = (export_trigger, checkpoint_trigger, status_trigger)
@@ -233,7 +234,7 @@ def train(root_dir: str,
                                      step >= max_train_steps):
       watchdog.beat()
       try:
-        experience = next(iterator)
+        experience, verified_items = next(iterator)
         waiting_since = None
       except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError,
               tf.errors.UnavailableError, tf.errors.CancelledError,
@@ -245,6 +246,9 @@ def train(root_dir: str,
         waiting_since = waiting_since or time.monotonic()
         _check_server(client, server_timeout_s, waiting_since)
         iterator = iter(dataset)
+        continue
+      if not verified_items:  # the run key verified none: see replay
+        status_trigger(step, loss)
         continue
       with step_lock:
         loss = train_fn(experience).loss
@@ -388,15 +392,18 @@ class StatusTrigger:
     self._figures = figures
     self._rate = metrics.RateMeter(start_step)
     self._last_time = 0.0
+    self._last_step = None
     self.replay_figures = {}  # The newest, for the final status too.
     # Set by the final status: a loop still running while the runtime
     # finishes the learner must not overwrite it.
     self._stopped = False
 
   def __call__(self, step: int, loss) -> None:
-    if self._stopped or (step % self._interval and
-                         time.time() - self._last_time <= 5):
+    """Also called without a train step (same `step`): then on time only."""
+    on_step = step % self._interval == 0 and step != self._last_step
+    if self._stopped or (not on_step and time.time() - self._last_time <= 5):
       return
+    self._last_step = step
     rate = self._rate.rate(step)
     self.replay_figures = {**self.replay_figures,
                            **_replay_figures(self._client)}

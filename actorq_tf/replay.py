@@ -94,12 +94,15 @@ class Refusals:
     self._lock = threading.Lock()
     self._checked = 0
     self._refused = 0
+    self._in_a_row = 0  # refused since the last accepted item
     self._last = ''
 
   def count(self, checked: int, refused: int, reason: str) -> None:
     with self._lock:
       self._checked += checked
       self._refused += refused
+      self._in_a_row = (self._in_a_row + refused if refused == checked
+                        else 0)
       if refused:
         self._last = reason
 
@@ -107,6 +110,7 @@ class Refusals:
     with self._lock:
       return {'replay_items_checked': self._checked,
               'replay_items_refused': self._refused,
+              'replay_items_refused_in_a_row': self._in_a_row,
               'last_replay_refusal': self._last}
 
 
@@ -298,9 +302,13 @@ def replay_dataset(collect_data_spec, sequence_length: int,
                    server_address: str, batch_size: int,
                    rate_limiter_timeout_ms: int, key: signing.RunKey,
                    refusals: Refusals) -> tf.data.Dataset:
-  """Batches of [batch, sequence_length] trajectories from the table, of
-  items the run key verifies (see `authentic`); the others are counted in
-  `refusals` and left out.
+  """Batches of [batch, sequence_length] trajectories from the table, each
+  with the number of its items that the run key verified (see `authentic`).
+
+  The others are counted in `refusals`, and replaced by verified items of
+  the same batch drawn at random, so that batches keep their size and the
+  learner is never held by a stream of refused items: a batch with no
+  verified item (count 0) is for the learner to skip.
 
   One sampling stream batched in the dataset: TF-Agents' ReverbReplayBuffer
   interleaves up to 32 streams, which costs more CPU than it saves on small
@@ -327,13 +335,18 @@ def replay_dataset(collect_data_spec, sequence_length: int,
         check, [signed.signature, *tf.nest.flatten(signed.steps)], tf.bool,
         stateful=True)
     accepted.set_shape([batch_size])
-    return tf.nest.map_structure(lambda x: tf.boolean_mask(x, accepted),
-                                 signed.steps)
+    verified = tf.concat([tf.where(accepted)[:, 0], [0]], axis=0)
+    count = tf.size(verified) - 1
+    draws = tf.random.uniform([batch_size], maxval=tf.maximum(count, 1),
+                              dtype=tf.int32)
+    rows = tf.where(accepted, tf.range(batch_size, dtype=tf.int64),
+                    tf.gather(verified, draws))
+    return (tf.nest.map_structure(lambda x: tf.gather(x, rows), signed.steps),
+            count)
 
-  # Batches are checked whole (one call into Python per batch), then the
-  # accepted items are batched again.
+  # Batches are checked whole: one call into Python per batch.
   return dataset.batch(batch_size, drop_remainder=True).map(
-      authentic_steps).rebatch(batch_size, drop_remainder=True).prefetch(1)
+      authentic_steps).prefetch(1)
 
 
 def sequence_length_of(client: reverb.Client, timeout_s: float = 10.0) -> int:

@@ -113,7 +113,8 @@ def test_replay_items_have_the_layout_the_learner_samples(reverb_server,
                                   rate_limiter_timeout_ms=5000,
                                   key=signing.run_key(str(tmp_path)),
                                   refusals=refusals)
-  experience = next(iter(dataset))
+  experience, verified_items = next(iter(dataset))
+  assert verified_items == 16
   assert experience.observation.shape == (16, length, 4)
   assert experience.action.shape == (16, length)
   # A window never crosses into the next episode: after an episode's last

@@ -93,24 +93,31 @@ def test_progress_line_is_quiet_when_every_step_comes_from_a_model(tmp_path):
 def test_refusals_stop_the_run_by_count_or_by_time():
   now = time.time()
   watch = launcher._RefusalWatch(  # pylint: disable=protected-access
-      max_versions=3, max_seconds=60, since=now - 10)
+      max_versions=3, max_seconds=60, max_replay_items=1000, since=now - 10)
   watch.check({'actor_0': {'consecutive_refusals': 2, 'refusing_since': now,
-                           'time': now}})
-  watch.check({'actor_0': {'consecutive_refusals': 0, 'time': now}})
+                           'time': now}}, {})
+  watch.check({'actor_0': {'consecutive_refusals': 0, 'time': now}}, {})
   with pytest.raises(ActorQError, match='actor_1 refused 3 model version'):
     watch.check({'actor_0': {}, 'actor_1': {
         'consecutive_refusals': 3, 'refusing_since': now, 'time': now,
-        'last_refusal': 'version 9: it fails its checksum'}})
+        'last_refusal': 'version 9: it fails its checksum'}}, {})
   with pytest.raises(ActorQError, match='eval refused 1 .* the first 61 s ago'):
     watch.check({'eval': {'consecutive_refusals': 1,
-                          'refusing_since': now - 61, 'time': now}})
+                          'refusing_since': now - 61, 'time': now}}, {})
   # A role that runs an earlier model is held to the count alone.
   watch.check({'actor_0': {'consecutive_refusals': 1,
                            'refusing_since': now - 61, 'model_version': 500,
-                           'time': now}})
+                           'time': now}}, {})
   # A status of an earlier launch (a resumed run) does not count.
   watch.check({'actor_0': {'consecutive_refusals': 5,
-                           'refusing_since': now - 600, 'time': now - 20}})
+                           'refusing_since': now - 600, 'time': now - 20}}, {})
+  # The learner's replay: refusals in a row, not refusals at all.
+  watch.check({}, {'replay_items_refused': 50_000,
+                   'replay_items_refused_in_a_row': 999, 'time': now})
+  with pytest.raises(ActorQError, match=r'the learner refused the last 1,000 '
+                     r'replay items it read \(another key\)'):
+    watch.check({}, {'replay_items_refused_in_a_row': 1000, 'time': now,
+                     'last_replay_refusal': 'another key'})
 
 
 def _evaluated(root_dir, version, return_int8):

@@ -173,7 +173,8 @@ def test_the_learner_samples_only_what_the_run_key_signed_in_its_order():
   refusals = replay.Refusals()
   dataset = replay.replay_dataset(COLLECT_DATA_SPEC, 3, address, 32, 1_000,
                                   KEY, refusals)
-  for batch in dataset.take(20):
+  for batch, verified_items in dataset.take(20):
+    assert 0 < verified_items < 32
     first = batch.observation[:, 0, 0].numpy()
     assert (first < 100).all()  # only the run's writer's steps, ...
     np.testing.assert_array_equal(  # ... in the order it wrote them

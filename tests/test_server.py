@@ -59,6 +59,8 @@ def test_a_restarted_server_restores_replay_models_and_sampling(
   # a blocked sampler would end the dataset after its 2 s timeout.
   batches = list(_dataset(address, 32, str(tmp_path)).take(5))
   assert len(batches) == 5
+  # The restored items still carry the run key's signatures.
+  assert [int(verified_items) for _, verified_items in batches] == [32] * 5
   second.stop()
 
 

@@ -1,5 +1,6 @@
 """Whole runs under a stranger's rows, a wrong key and many actors: only
-the run's learner's models reach the actors, and every actor keeps up."""
+the run's learner's models reach the actors, only the run's actors'
+experience reaches the learner, and every actor keeps up."""
 import hashlib
 import json
 import os
@@ -59,36 +60,32 @@ def _write_strangers_experience(client, key):
   writer.close()
 
 
-def test_a_role_given_another_key_refuses_everything_and_the_run_fails(
-    tmp_path):
+def test_an_actor_given_another_key_is_refused_and_the_run_fails(tmp_path):
+  # Its replay items do not verify with the run key: the learner trains on
+  # none of them, and the run stops with the reason rather than wait.
   root_dir = str(tmp_path / 'run')
   wrong_key = signing.run_key(str(tmp_path / 'another_run')).source
   launcher = start_launcher(
       root_dir, '--max_env_steps', '0', '--max_wall_time_s', '300',
-      '--gin_bindings', f'run_actor.model_key_file = {wrong_key!r}',
-      '--gin_bindings', 'run_local.max_refused_versions = 2')
+      '--gin_bindings', f'run_actor.model_key_file = {wrong_key!r}')
   out, err = launcher.communicate(timeout=400)
   assert launcher.returncode == 1, out[-2000:]
   message = err.strip().splitlines()[-1]
-  assert re.match(r'local_main.*: error: actor_0 refused \d+ model '
-                  r'version\(s\) in a row, .* its signature does not verify '
-                  rf'with the run key from {re.escape(wrong_key)} ', message
+  assert re.match(r'local_main.*: error: the learner refused the last '
+                  r'[\d,]+ replay items it read \(items that the run key '
+                  r'does not sign.*\); the run stops rather than train on '
+                  r'nothing. Do all actors have the run key\?$', message
                  ), message
   # The progress line said so before the stop.
-  assert '100% of recent steps random: no model' in out
-  assert 'actor_0 REFUSED' in out
+  assert re.search(r'learner REFUSED [\d,]+ of [\d,]+ replay items', out), out
   with open(os.path.join(root_dir, 'summary.json')) as f:
     summary = json.load(f)
   assert summary['status'] == 'failed'
   assert summary['error'] == message.split(': error: ', 1)[1]
-  assert summary['actor_refused_versions']['actor_0'] >= 2
-  assert summary['actor_model_share']['actor_0'] == 0.0
+  assert summary['train_steps'] == 0
+  assert summary['replay_items_refused'] == summary['replay_items_checked']
+  assert summary['replay_items_refused'] >= 10_000
   assert summary['actor_versions_run']['actor_0']['count'] == 0
-  actor = _status(root_dir, 'actor_0')
-  assert actor['model_version'] == 0
-  assert actor['steps_without_model'] == actor['env_steps']
-  # The evaluator had the launcher's key, the learner's: it evaluated.
-  assert summary['eval_refused_versions'] == 0
   assert os.stat(os.path.join(root_dir, signing.KEY_FILE)).st_mode & 0o077 == 0
   for role in ('learner', 'eval', 'actor_0'):
     pid = _status(root_dir, role)['pid']
