@@ -132,13 +132,18 @@ def train(root_dir: str,
       root_dir, run_directory.LEARNER_ROLE) or {}).get('published_versions', [])
 
   def publish(results, weights):
+    # Listed in the status before the rows go out: a learner killed between
+    # the two would else leave actors running a version that the launcher
+    # finds in no list of the learner's. A version listed but not sent is
+    # harmless.
+    published_versions.append(results[0].version)
+    status_trigger.amend(published_versions=published_versions)
     try:
       publisher.publish_exports(results, weights)
     except SERVER_ERRORS as e:
       logging.warning('Could not publish version %d (%s); the next export '
                       'will try again.', results[0].version, e)
       return
-    published_versions.append(results[0].version)
     model_update_bytes.update(
         {r.precision: len(r.model_bytes) for r in results},
         tf=sum(w.nbytes for w in weights))
@@ -397,6 +402,9 @@ class StatusTrigger:
     # Set by the final status: a loop still running while the runtime
     # finishes the learner must not overwrite it.
     self._stopped = False
+    self._written = {}  # The newest status, which `amend` changes.
+    # The train loop and the exporter's thread both write.
+    self._lock = threading.Lock()
 
   def __call__(self, step: int, loss) -> None:
     """Also called without a train step (same `step`): then on time only."""
@@ -423,12 +431,23 @@ class StatusTrigger:
     self._last_time = time.time()
 
   def write(self, stopped: bool = False, **figures) -> None:
-    if self._stopped:
-      return
-    self._stopped = stopped
-    run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
-                               **self.replay_figures, **figures,
-                               **({'stopped': True} if stopped else {}))
+    with self._lock:
+      if self._stopped:
+        return
+      self._stopped = stopped
+      self._written = {**self.replay_figures, **figures,
+                       **({'stopped': True} if stopped else {})}
+      run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
+                                 **self._written)
+
+  def amend(self, **figures) -> None:
+    """Rewrites the newest status with `figures` changed, at once."""
+    with self._lock:
+      if self._stopped:
+        return
+      self._written.update(figures)
+      run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
+                                 **self._written)
 
 
 def restore_policy_network(root_dir: str, step: Optional[int] = None):

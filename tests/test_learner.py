@@ -36,6 +36,7 @@ def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
   assert os.listdir(os.path.join(root_dir, 'learner'))  # TensorBoard
   status = run_directory.read_status(root_dir, 'learner')
   assert status['train_step'] == 300 and status['stopped']
+  assert model.version in status['published_versions']
   # No actor ran after the export at step 100: the next two had no fresh
   # observations to calibrate on (or found the first still converting),
   # and say so.
@@ -67,6 +68,25 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
   update_bytes = status['model_update_bytes']
   assert set(update_bytes) == {'int8', 'fp16', 'tf'}
   assert update_bytes['int8'] < update_bytes['fp16'] < update_bytes['tf']
+
+
+def test_a_version_is_in_the_status_at_once_with_the_other_figures(
+    reverb_server, tmp_path):
+  # The exporter's thread lists a version before its rows go out, between
+  # the train loop's writes: a learner killed then leaves no actor running
+  # a version that its status does not list.
+  trigger = learner.StatusTrigger(
+      str(tmp_path), reverb.Client(reverb_server), 100,
+      lambda step: {'train_step': step, 'published_versions': []}, 0)
+  trigger(100, 0.5)
+  trigger.amend(published_versions=[100])
+  status = run_directory.read_status(str(tmp_path), 'learner')
+  assert status['published_versions'] == [100]
+  assert status['train_step'] == 100 and status['loss'] == 0.5
+  trigger.write(stopped=True, train_step=150, published_versions=[100])
+  trigger.amend(published_versions=[100, 200])  # too late: stopped
+  assert run_directory.read_status(str(tmp_path), 'learner')[
+      'published_versions'] == [100]
 
 
 def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):
