@@ -371,14 +371,17 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
         if killed_by_chaos:
           chaos_restarts[role.name] += 1
         chaos_killed.discard(role.name)
-    if time.monotonic() >= next_chaos_kill:
-      victim = _chaos_victim(chaos, roles)
+    # Never a role whose restart is still to come, and after a slow look at
+    # the roles (Ray under load) one kill, not those the wait skipped.
+    running = [role for role in roles if role.name not in chaos_killed]
+    if time.monotonic() >= next_chaos_kill and running:
+      victim = _chaos_victim(chaos, running)
       log(f'Chaos: killing {victim.name} (SIGKILL).')
       victim.kill()
       chaos_killed.add(victim.name)
       summary['chaos_kills'].append(
           [round(time.monotonic() - clock.start, 1), victim.name])
-      next_chaos_kill += settings.chaos_kill_interval_s
+      next_chaos_kill = time.monotonic() + settings.chaos_kill_interval_s
     progress = _progress(roles_on, settings.num_actors)
     results = roles_on.read_results()
     try:
