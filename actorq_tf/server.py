@@ -50,8 +50,10 @@ def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
   """Serves the run's tables, restored from `checkpoint_dir` if it has a
   checkpoint. Without a directory the tables live in memory only.
 
-  A checkpoint that does not load (damaged files) stops the server with one
-  line and is left as it is: replay is what the run cannot rebuild.
+  A checkpoint that does not load (damaged files), or whose replay items
+  are not this run's (Reverb restores a table as it was checkpointed, so
+  items of another layout would be refused by every role), stops the server
+  with one line and is left as it is: replay is what the run cannot rebuild.
   """
   env = environments.load_environment()
   checkpointer = None
@@ -59,8 +61,8 @@ def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
   try:
-    return reverb.Server(create_tables(env), port=port,
-                         checkpointer=checkpointer)
+    replay_server = reverb.Server(create_tables(env), port=port,
+                                  checkpointer=checkpointer)
   except RuntimeError as e:
     if checkpointer is None:
       raise
@@ -69,6 +71,16 @@ def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
         f'the replay checkpoint in {checkpoint_dir} does not load ({reason}); '
         'it is left as it is: restore it from a copy, or move it aside to '
         'resume with empty replay') from e
+  if checkpointer is not None:
+    try:
+      replay.check_same_environment(
+          reverb.Client(f'localhost:{replay_server.port}'),
+          agents.check_environment(env).collect_data_spec(env))
+    except ActorQError as e:
+      replay_server.stop()
+      raise ActorQError(f'the replay checkpoint in {checkpoint_dir} is left '
+                        f'as it is: {e.message}') from e
+  return replay_server
 
 
 def replay_size(client: reverb.Client) -> int:

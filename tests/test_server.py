@@ -8,6 +8,7 @@ import portpicker
 import pytest
 import reverb
 import tensorflow as tf
+from tf_agents.specs import tensor_spec
 
 from actorq_tf import actor
 from actorq_tf import agents
@@ -89,6 +90,32 @@ def test_a_damaged_replay_checkpoint_stops_the_server_and_is_kept(
   for name, content in files.items():
     with open(os.path.join(checkpoint_dir, checkpoint, name), 'rb') as f:
       assert f.read() == content, name
+
+
+def test_a_replay_checkpoint_of_unsigned_items_stops_the_server_and_is_kept(
+    cartpole_gin, tmp_path):  # pylint: disable=unused-argument
+  # A run directory from before replay was signed: Reverb restores its
+  # table as it was, whose items every role would refuse.
+  checkpoint_dir = str(tmp_path / 'replay_checkpoints')
+  env = environments.load_environment()
+  algorithm = agents.check_environment(env)
+  tables = server.create_tables(env)
+  tables[0] = reverb.Table(
+      replay.REPLAY_TABLE, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+      1000, reverb.rate_limiters.MinSize(1),
+      signature=tensor_spec.add_outer_dim(algorithm.collect_data_spec(env),
+                                          algorithm.sequence_length()))
+  old = reverb.Server(tables, port=None,
+                      checkpointer=reverb.checkpointers.DefaultCheckpointer(
+                          checkpoint_dir))
+  reverb.Client(f'localhost:{old.port}').checkpoint()
+  old.stop()
+  [checkpoint] = os.listdir(checkpoint_dir)
+  with pytest.raises(ActorQError, match=(
+      rf'^the replay checkpoint in {checkpoint_dir} is left as it is: the '
+      r'replay server\'s \'replay\' table holds unsigned items')):
+    server.start_server(None, checkpoint_dir)
+  assert os.listdir(checkpoint_dir) == [checkpoint]
 
 
 def test_a_replay_service_checkpoints_on_schedule_and_once_at_close(
