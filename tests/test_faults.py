@@ -274,7 +274,8 @@ def test_a_full_disk_stops_the_learner_with_one_line_and_keeps_its_checkpoints(
     learner = start_learner()
     try:
       address = f'localhost:{port}'
-      actor.run_actor(str(tmp_path / 'actor'), address, max_env_steps=1500)
+      # In the learner's run directory: it signs with the run's key.
+      actor.run_actor(root_dir, address, max_env_steps=1500)
       wait_for(lambda: _checkpointed_train_step(root_dir) and _status(
           root_dir, 'reverb_server').get('last_checkpoint_items', 0) >= 1000,
                120, 'a learner checkpoint and a replay checkpoint')
