@@ -17,6 +17,27 @@ from actorq_tf import signing
 from conftest import PROJECT_ROOT
 
 
+def users_project(directory):
+  """The README's example as a user has it: examples/corridor.py as their
+  own module, my_corridor.py, in the directory they launch from, and
+  examples/corridor.gin naming it."""
+  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.py')) as f:
+    (directory / 'my_corridor.py').write_text(f.read())
+  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.gin')) as f:
+    gin_text = f.read()
+  assert "'examples.corridor." in gin_text
+  (directory / 'my_corridor.gin').write_text(
+      gin_text.replace("'examples.corridor.", "'my_corridor."))
+
+
+def _launch(directory, module, *args):
+  """`python -m module` run from `directory`, as a user runs it."""
+  return subprocess.run(
+      [sys.executable, '-m', module, *args], cwd=directory,
+      capture_output=True, text=True, timeout=400,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+
 def cartpole_observations(count=256, seed=0):
   env = environments.load_environment()
   env.seed(seed)

@@ -13,7 +13,7 @@ from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
 from conftest import PROJECT_ROOT
 from conftest import run_binary
-from helpers import SMALL_RUN
+from helpers import users_project
 from helpers import wait_for
 
 
@@ -94,6 +94,10 @@ def _collects_again(root_dir, lost):
 
 def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
                                                            cluster):
+  # A user's own environment and network (README, "Your own environment"),
+  # in a module that only the launch directory holds: roles that Ray starts
+  # on every node import it.
+  users_project(tmp_path)
   root_dir = str(tmp_path / 'run')
   launcher = subprocess.Popen(
       [sys.executable, '-m', 'binaries.ray_main', '--root_dir', root_dir,
@@ -101,8 +105,12 @@ def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
        '--ray_resources', 'learner:head_node=1',
        '--ray_resources', 'eval:head_node=1',
        '--ray_resources', 'actor:actor_node=1',
-       '--max_env_steps', '0', '--max_wall_time_s', '300', *SMALL_RUN],
-      cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+       '--gin_file', 'my_corridor.gin',
+       '--gin_bindings', 'run_evaluator.min_interval_s = 1.0',
+       '--target_return', '1000',  # out of reach: the run goes on
+       '--max_env_steps', '0', '--max_wall_time_s', '300',
+       '--notrack_energy'],
+      cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
       text=True, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
   try:
     wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0

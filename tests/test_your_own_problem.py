@@ -1,5 +1,6 @@
 """A user's own environment and network, trained through local_main by gin
-alone: the README's example files, and the pixel config."""
+alone: the README's example files, and the pixel config. (On a Ray cluster:
+tests/test_ray_cluster.py.)"""
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import tensorflow as tf
 
 from conftest import PROJECT_ROOT
 from conftest import run_binary
+from helpers import users_project
 
 
 def _scalars(event_dir, tag):
@@ -47,33 +49,12 @@ def _assert_the_model_chose_every_step_after_the_first(root_dir):
       after_first_model)
 
 
-def _users_project(directory):
-  """The README's example as a user has it: examples/corridor.py as their
-  own module, my_corridor.py, in the directory they launch from, and
-  examples/corridor.gin naming it."""
-  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.py')) as f:
-    (directory / 'my_corridor.py').write_text(f.read())
-  with open(os.path.join(PROJECT_ROOT, 'examples', 'corridor.gin')) as f:
-    gin_text = f.read()
-  assert "'examples.corridor." in gin_text
-  (directory / 'my_corridor.gin').write_text(
-      gin_text.replace("'examples.corridor.", "'my_corridor."))
-
-
-def _launch(directory, module, *args):
-  """`python -m module` run from `directory`, as a user runs it."""
-  return subprocess.run(
-      [sys.executable, '-m', module, *args], cwd=directory,
-      capture_output=True, text=True, timeout=400,
-      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
-
-
 def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
   # A PyEnvironment with dict observations and a Sequential network, in a
   # module registered nowhere that only the launch directory holds; the gin
   # file names them by import path (README, "Your own environment"). Every
   # role imports it.
-  _users_project(tmp_path)
+  users_project(tmp_path)
   root_dir = tmp_path / 'run'
   result = _launch(tmp_path, 'binaries.local_main', '--root_dir',
                    str(root_dir), '--gin_file', 'my_corridor.gin',
@@ -88,21 +69,6 @@ def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
       model_path=str(root_dir / 'models' / 'policy_int8.tflite'))
   assert interpreter.get_input_details()[0]['dtype'] == np.int8
   assert list(interpreter.get_input_details()[0]['shape']) == [1, 2]
-
-
-def test_a_users_environment_trains_on_a_local_ray_cluster(tmp_path):
-  # The same module, found by roles that Ray starts.
-  _users_project(tmp_path)
-  root_dir = tmp_path / 'run'
-  result = _launch(tmp_path, 'binaries.ray_main', '--root_dir',
-                   str(root_dir), '--gin_file', 'my_corridor.gin',
-                   '--max_wall_time_s', '150', '--notrack_energy')
-  assert result.returncode == 0, result.stderr[-3000:]
-  summary = _read_json(root_dir / 'summary.json')
-  assert set(summary['role_nodes']) == {'learner', 'eval', 'actor_0'}
-  assert summary['replay_inserts'] > 0
-  assert _read_json(root_dir / 'status' / 'actor_0.json')[
-      'model_version'] > 0
 
 
 def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
