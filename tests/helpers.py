@@ -30,14 +30,6 @@ def users_project(directory):
       gin_text.replace("'examples.corridor.", "'my_corridor."))
 
 
-def _launch(directory, module, *args):
-  """`python -m module` run from `directory`, as a user runs it."""
-  return subprocess.run(
-      [sys.executable, '-m', module, *args], cwd=directory,
-      capture_output=True, text=True, timeout=400,
-      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
-
-
 def cartpole_observations(count=256, seed=0):
   env = environments.load_environment()
   env.seed(seed)

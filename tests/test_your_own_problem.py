@@ -49,6 +49,14 @@ def _assert_the_model_chose_every_step_after_the_first(root_dir):
       after_first_model)
 
 
+def _launch(directory, module, *args):
+  """`python -m module` run from `directory`, as a user runs it."""
+  return subprocess.run(
+      [sys.executable, '-m', module, *args], cwd=directory,
+      capture_output=True, text=True, timeout=400,
+      env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
+
+
 def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
   # A PyEnvironment with dict observations and a Sequential network, in a
   # module registered nowhere that only the launch directory holds; the gin
