@@ -97,7 +97,11 @@ class Refusals:
     self._in_a_row = 0  # refused since the last accepted item
     self._last = ''
 
-  def count(self, checked: int, refused: int, reason: str) -> None:
+  def check(self, key: signing.RunKey, signature: np.ndarray,
+            step_leaves) -> np.ndarray:
+    """Which items `authentic` accepts, the others counted."""
+    accepted, reason = authentic(key, signature, step_leaves)
+    checked, refused = len(accepted), int((~accepted).sum())
     with self._lock:
       self._checked += checked
       self._refused += refused
@@ -105,6 +109,7 @@ class Refusals:
                         else 0)
       if refused:
         self._last = reason
+    return accepted
 
   def figures(self) -> Dict:
     with self._lock:
@@ -289,11 +294,11 @@ class RecentObservations:
       self.failure = 'no observation came within the timeout'
       return None
     signed = samples[0].data
-    accepted, reason = authentic(self._key, signed.signature,
-                                 tree.flatten(signed.steps))
-    self._refusals.count(len(accepted), int((~accepted).sum()), reason)
+    accepted = self._refusals.check(self._key, signed.signature,
+                                    tree.flatten(signed.steps))
     if not accepted.any():
-      self.failure = f'all {len(accepted)} observations were refused: {reason}'
+      self.failure = (f'all {len(accepted)} observations were refused: '
+                      f'{self._refusals.figures()["last_replay_refusal"]}')
       return None
     return signed.steps.observation[accepted, -1]
 
@@ -324,15 +329,11 @@ def replay_dataset(collect_data_spec, sequence_length: int,
       max_in_flight_samples_per_worker=2 * batch_size,
       rate_limiter_timeout_ms=rate_limiter_timeout_ms)
 
-  def check(signature, *step_leaves):
-    accepted, reason = authentic(key, signature, step_leaves)
-    refusals.count(len(accepted), int((~accepted).sum()), reason)
-    return accepted
-
   def authentic_steps(sample):
     signed = sample.data
     accepted = tf.numpy_function(
-        check, [signed.signature, *tf.nest.flatten(signed.steps)], tf.bool,
+        lambda signature, *leaves: refusals.check(key, signature, leaves),
+        [signed.signature, *tf.nest.flatten(signed.steps)], tf.bool,
         stateful=True)
     accepted.set_shape([batch_size])
     verified = tf.concat([tf.where(accepted)[:, 0], [0]], axis=0)
@@ -428,8 +429,8 @@ class ExperienceWriter:
   """
 
   def __init__(self, client: reverb.Client, sequence_length: int,
-               key: signing.RunKey, max_in_flight_items: int = 8, timeout_s: float = 5.0,
-               give_up_s: float = 120.0,
+               key: signing.RunKey, max_in_flight_items: int = 8,
+               timeout_s: float = 5.0, give_up_s: float = 120.0,
                on_server_answer: Callable[[], None] = lambda: None,
                recent_observation_interval: int = 4,
                pad_episode_ends: bool = False):
