@@ -14,7 +14,10 @@ from absl import logging
 import gin
 import numpy as np
 import tensorflow as tf
+from tf_agents.policies import py_policy
 from tf_agents.policies import py_tf_eager_policy
+from tf_agents.policies import random_py_policy
+from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as time_step_lib
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
@@ -113,6 +116,48 @@ class TFLiteActorPolicy:
     if self._model is None:
       return None
     return self._act(observation)
+
+
+class TFLitePyPolicy(py_policy.PyPolicy):
+  """The newest signed TFLite model of the run as a TF-Agents `PyPolicy`:
+  it drives `tf_agents.train.Actor` or a `py_driver` as any PyPolicy does.
+
+  Greedy: an algorithm's exploration goes around it. Before its first
+  model, and while none passed its check, it acts uniformly at random and
+  counts those steps in `steps_without_model`. It takes a newer model at
+  each `update()` (check every few env steps, as the project's actors do).
+  """
+
+  def __init__(self, env, server_address: str, key: signing.RunKey,
+               precision: str = 'int8', seed: int = 0):
+    self._models = TFLiteActorPolicy(
+        model_channel.wait_for_server(server_address, 10), precision, env,
+        agents.check_environment(env), key, seed=seed)
+    self._random = random_py_policy.RandomPyPolicy(
+        env.time_step_spec(), env.action_spec(), seed=seed)
+    self._action_dtype = env.action_spec().dtype
+    self.steps_without_model = 0
+    super().__init__(env.time_step_spec(), env.action_spec())
+
+  @property
+  def version(self) -> int:
+    """The version of the model in use; 0 before the first."""
+    return self._models.version
+
+  def refusals(self) -> Dict[str, object]:
+    return self._models.refusals()
+
+  def update(self, wait: bool = False) -> bool:
+    """True if a newer model is now in use (see `TFLiteActorPolicy`)."""
+    return self._models.update(wait)
+
+  def _action(self, time_step, policy_state):
+    action = self._models.greedy_action(time_step.observation)
+    if action is None:
+      self.steps_without_model += 1
+      return self._random.action(time_step, policy_state)
+    return policy_step.PolicyStep(
+        np.asarray(action, self._action_dtype), policy_state, ())
 
 
 def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder

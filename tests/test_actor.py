@@ -324,3 +324,32 @@ def test_an_actor_of_another_environment_is_refused_before_it_writes(
     actor.run_actor(str(tmp_path), reverb_server, max_env_steps=10,
                     server_timeout_s=10)
   assert _replay_size(reverb_server) == 0
+
+
+def test_the_tflite_policy_drives_a_tf_agents_driver(reverb_server, tmp_path):
+  from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  from actorq_tf.interpreter import TFLiteModel  # pylint: disable=g-import-not-at-top
+  env = environments.load_environment()
+  policy = actor.TFLitePyPolicy(env, reverb_server,
+                                signing.run_key(str(tmp_path)))
+  actions = []
+  driver = py_driver.PyDriver(
+      env, policy, observers=[lambda t: actions.append(
+          (t.observation, t.action))], max_steps=50)
+  driver.run(env.reset())
+  # No model yet: every action at random, and counted.
+  random_steps = policy.steps_without_model
+  assert policy.version == 0 and random_steps >= 50
+  publish_policy(reverb_server, version=5, root_dir=str(tmp_path))
+  assert policy.update(wait=True) and policy.version == 5
+  actions.clear()
+  driver.run(env.reset())
+  assert policy.steps_without_model == random_steps and len(actions) >= 50
+  published = model_channel.ModelPuller(
+      model_channel.wait_for_server(reverb_server, 10), 'int8',
+      signing.run_key(str(tmp_path))).pull_newer()
+  greedy = agents.check_environment(env).model_policy(
+      TFLiteModel(published.model_bytes, published.normalizer))
+  agreed = [action == greedy(observation) for observation, action in actions]
+  assert np.mean(agreed) >= 0.98  # ties may break the other way
