@@ -316,22 +316,28 @@ class ExportTrigger:
   """Every `interval` train steps: calibration observations from the
   server, a copy of the weights under the step lock, and their conversion
   on the exporter's thread. An export that cannot start is counted and
-  said why."""
+  said why.
+
+  Called as TF-Agents' `Learner` calls its triggers, `trigger(train_step)`
+  (triggers run between train steps there: a lock of its own will do), or
+  with the loss as this project's learner loop calls it.
+  """
 
   def __init__(self, exporter: export.PolicyExporter,
                calibration: replay.RecentObservations,
                extremes: export.ObservationExtremes, interval: int,
-               step_lock: threading.Lock):
+               step_lock: Optional[threading.Lock] = None):
     self._exporter = exporter
     self._calibration = calibration
     self._extremes = extremes
     self._interval = interval
-    self._step_lock = step_lock
+    self._step_lock = step_lock or threading.Lock()
     self._skipped = 0
     self._last_skipped = ''
 
-  def __call__(self, step: int, loss) -> None:
+  def __call__(self, step: int, loss=None) -> None:
     del loss
+    step = int(step)
     if step % self._interval:
       return
     reason = self._start(step)

@@ -150,3 +150,42 @@ def test_the_policy_average_starts_as_the_network_then_moves_by_its_decay(
   restored.update()
   for averaged, weights in zip(restored.get_weights(), start):
     np.testing.assert_allclose(averaged, weights + 5.75, atol=1e-5)
+
+
+def test_the_export_trigger_publishes_from_tf_agents_own_learner(
+    reverb_server, tmp_path):
+  from tf_agents.train import learner as tf_agents_learner  # pylint: disable=g-import-not-at-top
+  from actorq_tf import replay  # pylint: disable=g-import-not-at-top
+  root_dir = str(tmp_path)
+  actor.run_actor(root_dir, reverb_server, max_env_steps=1000)
+  env = environments.load_environment()
+  algorithm = agents.check_environment(env)
+  train_step = tf.Variable(0, dtype=tf.int64)
+  agent, policy_network = algorithm.create_agent(env, train_step)
+  key = signing.run_key(root_dir)
+  client = model_channel.wait_for_server(reverb_server, 10)
+  exporter = export.PolicyExporter(
+      policy_network, algorithm.model_outputs(env), ['int8'],
+      model_channel.ModelPublisher(client, key).publish_exports,
+      str(tmp_path / 'models'))
+  refusals = replay.Refusals()
+  trigger = learner.ExportTrigger(
+      exporter, replay.RecentObservations(
+          reverb_server, algorithm.collect_data_spec(env),
+          algorithm.sequence_length(), 256, key, refusals),
+      export.ObservationExtremes(10), interval=100)
+
+  def verified_batches():  # (experience, sample info), as Learner takes them
+    return replay.replay_dataset(
+        algorithm.collect_data_spec(env), algorithm.sequence_length(),
+        reverb_server, 64, 5_000, key, refusals).filter(
+            lambda steps, verified_items: verified_items > 0)
+
+  stock_learner = tf_agents_learner.Learner(
+      str(tmp_path / 'tf_agents_learner'), train_step, agent,
+      verified_batches, triggers=[trigger])
+  stock_learner.run(iterations=100)
+  exporter.wait()
+  model = model_channel.ModelPuller(client, 'int8', key).pull_newer()
+  assert model is not None and model.version == 100
+  assert refusals.figures()['replay_items_refused'] == 0
