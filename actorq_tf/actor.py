@@ -23,6 +23,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
 from actorq_tf import PRECISIONS
+from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import exploration
@@ -48,33 +49,49 @@ _ONE = np.float32(1.0)
 NOVELTY_WALK_STEPS = 2000
 
 
-class TFLiteActorPolicy:
-  """Greedy actions from the newest TFLite model, or None before one.
+class TFLitePyPolicy(py_policy.PyPolicy):
+  """The run's newest signed TFLite model as a greedy TF-Agents `PyPolicy`.
 
-  A newly pulled model is checked (trial-run in a child process, specs
-  compared with the environment) on a thread while the actor goes on with
-  its current model; it is swapped in at a later `update` once it passed.
+  It drives `tf_agents.train.Actor` or a `py_driver` as any PyPolicy does;
+  `collect_policy` puts the algorithm's exploration around it. Before its
+  first model it acts uniformly at random (`greedy_action` is None then).
+
+  `update()` pulls a newer model if there is one: the row's signature is
+  checked with the run key, then the model is trial-run in a child process
+  and its specs compared with the environment's, on a thread, while the
+  policy goes on with its current model; it is swapped in at a later
+  `update` once it passed (at once with `wait=True`).
   """
 
-  def __init__(self, client, precision: str, env,
-               algorithm: AlgorithmBuilder, key: signing.RunKey,
-               seed: int = 0):
-    self._puller = model_channel.ModelPuller(client, precision, key)
+  def __init__(self, env, server_address: str, key: signing.RunKey,
+               precision: str = 'int8', seed: int = 0,
+               server_timeout_s: float = 10.0):
+    if precision not in TFLITE_PRECISIONS:
+      raise ActorQError(f'unknown TFLite precision {precision!r}; expected '
+                        f'one of {TFLITE_PRECISIONS}')
+    self._algorithm = agents.check_environment(env)
+    self._puller = model_channel.ModelPuller(
+        model_channel.wait_for_server(server_address, server_timeout_s),
+        precision, key)
     self._seed = seed
     self._observation_shape = tuple(env.observation_spec().shape)
-    self._output_size = algorithm.policy_output_size(env)
-    self._algorithm = algorithm
+    self._output_size = self._algorithm.policy_output_size(env)
     self._model: Optional[TFLiteModel] = None
     self._act = None  # The model's greedy action for one observation.
     self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
     self._pending: Optional[futures.Future] = None
+    self._random = random_py_policy.RandomPyPolicy(
+        env.time_step_spec(), env.action_spec(), seed=seed)
+    self._action_dtype = env.action_spec().dtype
+    super().__init__(env.time_step_spec(), env.action_spec())
 
   @property
   def version(self) -> int:
+    """The version of the model in use; 0 before the first."""
     return self._puller.version
 
   def refusals(self) -> Dict[str, object]:
-    """What the actor refused of the rows it pulled."""
+    """What the policy refused of the rows it pulled."""
     return self._puller.refusals.status()
 
   def update(self, wait: bool = False) -> bool:
@@ -117,75 +134,34 @@ class TFLiteActorPolicy:
       return None
     return self._act(observation)
 
-
-class TFLitePyPolicy(py_policy.PyPolicy):
-  """The newest signed TFLite model of the run as a TF-Agents `PyPolicy`:
-  it drives `tf_agents.train.Actor` or a `py_driver` as any PyPolicy does.
-
-  Greedy: an algorithm's exploration goes around it. Before its first
-  model, and while none passed its check, it acts uniformly at random and
-  counts those steps in `steps_without_model`. It takes a newer model at
-  each `update()` (check every few env steps, as the project's actors do).
-  """
-
-  def __init__(self, env, server_address: str, key: signing.RunKey,
-               precision: str = 'int8', seed: int = 0):
-    self._models = TFLiteActorPolicy(
-        model_channel.wait_for_server(server_address, 10), precision, env,
-        agents.check_environment(env), key, seed=seed)
-    self._random = random_py_policy.RandomPyPolicy(
-        env.time_step_spec(), env.action_spec(), seed=seed)
-    self._action_dtype = env.action_spec().dtype
-    self.steps_without_model = 0
-    super().__init__(env.time_step_spec(), env.action_spec())
-
-  @property
-  def version(self) -> int:
-    """The version of the model in use; 0 before the first."""
-    return self._models.version
-
-  def refusals(self) -> Dict[str, object]:
-    return self._models.refusals()
-
-  def update(self, wait: bool = False) -> bool:
-    """True if a newer model is now in use (see `TFLiteActorPolicy`)."""
-    return self._models.update(wait)
-
   def _action(self, time_step, policy_state):
-    action = self._models.greedy_action(time_step.observation)
+    action = self.greedy_action(time_step.observation)
     if action is None:
-      self.steps_without_model += 1
       return self._random.action(time_step, policy_state)
     return policy_step.PolicyStep(
         np.asarray(action, self._action_dtype), policy_state, ())
 
 
-def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder
-                       ) -> py_tf_eager_policy.PyTFEagerPolicy:
-  """TF-Agents' own greedy policy over `policy_network` (the algorithm's:
-  QPolicy, ActorPolicy), as its examples run it, in a PyTFEagerPolicy.
+class StockPyPolicy(py_policy.PyPolicy):
+  """The stock baseline as a greedy `PyPolicy`: TF-Agents' fp32 QPolicy or
+  ActorPolicy run by PyTFEagerPolicy, on the variables the learner signs
+  and publishes (pulled as `ReverbVariableContainer` would, signature
+  checked). Acts at random before the first variables."""
 
-  Greedy: exploration is the same Python code for every precision, so the
-  precisions differ only in how the policy runs.
-  """
-  return py_tf_eager_policy.PyTFEagerPolicy(
-      algorithm.stock_policy(env, policy_network), use_tf_function=True)
-
-
-class TFActorPolicy:
-  """The stock baseline: TF-Agents' fp32 QPolicy or ActorPolicy run by
-  PyTFEagerPolicy, its variables pulled from the learner through
-  ReverbVariableContainer."""
-
-  def __init__(self, server_address: str, env, algorithm: AlgorithmBuilder,
-               key: signing.RunKey):
+  def __init__(self, env, server_address: str, key: signing.RunKey,
+               seed: int = 0, server_timeout_s: float = 10.0):
+    algorithm = agents.check_environment(env)
     policy_network = algorithm.policy_network(env)
     # The container's constructor asks the server without a timeout.
-    self._client = model_channel.wait_for_server(server_address, 10)
+    self._client = model_channel.wait_for_server(server_address,
+                                                 server_timeout_s)
     self._puller = model_channel.VariablesPuller(
         server_address, policy_network.variables, key)
     self._policy = stock_greedy_policy(env, policy_network, algorithm)
     self._has_variables = False
+    self._random = random_py_policy.RandomPyPolicy(
+        env.time_step_spec(), env.action_spec(), seed=seed)
+    super().__init__(env.time_step_spec(), env.action_spec())
 
   @property
   def version(self) -> int:
@@ -211,6 +187,49 @@ class TFActorPolicy:
     return self._policy.action(time_step_lib.TimeStep(
         step_type=_MID, reward=_ZERO, discount=_ONE,
         observation=observation)).action
+
+  def _action(self, time_step, policy_state):
+    if not self.version:
+      return self._random.action(time_step, policy_state)
+    return self._policy.action(time_step, policy_state)
+
+
+def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder
+                       ) -> py_tf_eager_policy.PyTFEagerPolicy:
+  """TF-Agents' own greedy policy over `policy_network` (the algorithm's:
+  QPolicy, ActorPolicy), as its examples run it, in a PyTFEagerPolicy.
+
+  Greedy: exploration is the same Python code for every precision, so the
+  precisions differ only in how the policy runs.
+  """
+  return py_tf_eager_policy.PyTFEagerPolicy(
+      algorithm.stock_policy(env, policy_network), use_tf_function=True)
+
+
+def greedy_policy(env, server_address: str, key: signing.RunKey,
+                  precision: str = 'int8', seed: int = 0,
+                  server_timeout_s: float = 10.0):
+  """The greedy policy an actor of `precision` runs: `TFLitePyPolicy` for
+  int8, fp16 and fp32 models, `StockPyPolicy` for `tf`."""
+  if precision == 'tf':
+    return StockPyPolicy(env, server_address, key, seed, server_timeout_s)
+  return TFLitePyPolicy(env, server_address, key, precision, seed,
+                        server_timeout_s)
+
+
+def collect_policy(env, greedy: py_policy.PyPolicy, actor_index: int = 0,
+                   num_actors: int = 1, seed: int = 0, first_step: int = 0,
+                   steps_without_model: int = 0
+                  ) -> exploration.ExploringPyPolicy:
+  """`greedy` with the exploration of the environment's algorithm around it
+  (epsilon-greedy for DQN, Gaussian noise for D4PG), spread across
+  `num_actors` actors as the algorithm spreads it. A restarted actor goes on
+  from its counts: `first_step` (where the decay is) and
+  `steps_without_model`."""
+  explorer = agents.check_environment(env).explorer(env, actor_index,
+                                                    num_actors, seed)
+  return exploration.ExploringPyPolicy(greedy, explorer, first_step,
+                                       steps_without_model)
 
 
 @gin.configurable
@@ -283,20 +302,11 @@ def run_actor(root_dir: str,
   # an actor that raised in the caller's process (benchmarks, tests).
   try:
     replay.check_same_environment(client, algorithm.collect_data_spec(env))
-    sequence_length = replay.sequence_length_of(client)
-    experience_writer = replay.ExperienceWriter(
-        client, sequence_length, key, give_up_s=server_timeout_s,
-        on_server_answer=watchdog.beat,
-        # n-step items (DQN's n_step_update, D4PG's n_step): without padding
-        # the last n - 1 steps of each episode, those before its end, would
-        # never start an item.
-        pad_episode_ends=sequence_length > 2)
-    if precision == 'tf':
-      policy = TFActorPolicy(server_address, env, algorithm, key)
-    else:
-      policy = TFLiteActorPolicy(client, precision, env, algorithm, key,
-                                 seed=actor_seed)
-    explorer = algorithm.explorer(env, actor_index, num_actors, actor_seed)
+    experience_writer = replay.replay_observer(
+        client, key, give_up_s=server_timeout_s,
+        on_server_answer=watchdog.beat)
+    policy = greedy_policy(env, server_address, key, precision, actor_seed,
+                           server_timeout_s)
     novelty = exploration.CountBonus(
         lambda: _walk_observations(actor_seed))
 
@@ -305,9 +315,12 @@ def run_actor(root_dir: str,
     previous_run = run_directory.read_status(root_dir, role) or {}
     steps = previous_run.get('env_steps', 0)
     episodes = previous_run.get('episodes', 0)
-    # Env steps whose action no model chose (none had arrived yet): shown
-    # everywhere, so that an actor never acts at random unnoticed.
-    steps_without_model = previous_run.get('steps_without_model', 0)
+    # Env steps whose action no model chose (none had arrived yet) are
+    # counted by the collect policy and shown everywhere, so that an actor
+    # never acts at random unnoticed.
+    collect = collect_policy(
+        env, policy, actor_index, num_actors, actor_seed, first_step=steps,
+        steps_without_model=previous_run.get('steps_without_model', 0))
     # Every version it acted with, each signed by the run's learner: the
     # launcher checks them against what the learner published.
     versions_run = previous_run.get('versions_run', [])
@@ -319,7 +332,8 @@ def run_actor(root_dir: str,
     recent_returns, recent_lengths = [], []
     pull_seconds = 0.0
     steps_per_second = metrics.RateMeter(steps)
-    recent_steps, recent_steps_without_model = steps, steps_without_model
+    recent_steps = steps
+    recent_steps_without_model = collect.steps_without_model
     next_status_time = time.monotonic()
     server_lost = False
     next_pull_step, next_pull_time = steps, time.monotonic()
@@ -328,6 +342,7 @@ def run_actor(root_dir: str,
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
 
     def report(loop_seconds=None, **extra):
+      steps_without_model = collect.steps_without_model
       share = (1.0 - steps_without_model / steps) if steps else 0.0
       interval_steps = steps - recent_steps
       recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
@@ -373,10 +388,7 @@ def run_actor(root_dir: str,
         pull_seconds += time.monotonic() - pull_start
 
       policy_start = time.perf_counter()
-      greedy_action = policy.greedy_action(observation)
-      if greedy_action is None:
-        steps_without_model += 1
-      action = np.asarray(explorer.act(greedy_action, steps), action_dtype)
+      action = collect.act(observation)
       env_start = time.perf_counter()
       next_observation, reward, discount, last = stepper.step(action)
       replay_start = time.perf_counter()
@@ -434,7 +446,7 @@ def run_actor(root_dir: str,
             tf.summary.scalar(f'actor/time_share/{name}', share)
           if status['last_refusal']:
             tf.summary.text('actor/last_refusal', status['last_refusal'])
-          for name, value in explorer.summary(steps).items():
+          for name, value in collect.summary().items():
             tf.summary.scalar(f'actor/{name}', value)
           for name, value in novelty_figures.items():
             tf.summary.scalar(f'actor/novelty/{name}', value)
@@ -443,7 +455,8 @@ def run_actor(root_dir: str,
             tf.summary.scalar('actor/episode_length',
                               np.mean(recent_lengths))
         run_directory.write_status(root_dir, role, **status)
-        recent_steps, recent_steps_without_model = steps, steps_without_model
+        recent_steps = steps
+        recent_steps_without_model = collect.steps_without_model
         recent_returns, recent_lengths = [], []
         next_status_time = time.monotonic() + status_interval_s
 

@@ -1,10 +1,13 @@
 """The exploration actors add to their policy's actions, in Python, how it
-spreads across actors, and the novelty bonus they may add to rewards."""
+spreads across actors, the policy wrapper that adds it, and the novelty
+bonus they may add to rewards."""
 import math
 from typing import Callable, Dict, Optional
 
 import gin
 import numpy as np
+from tf_agents.policies import py_policy
+from tf_agents.trajectories import policy_step
 
 from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
@@ -115,6 +118,46 @@ class GaussianNoise:
   def summary(self, step: int) -> Dict[str, float]:
     del step
     return {'sigma': self.sigma}
+
+
+class ExploringPyPolicy(py_policy.PyPolicy):
+  """A greedy policy with an explorer (`EpsilonGreedy`, `GaussianNoise`)
+  around it: TF-Agents' collect policy to a greedy policy.
+
+  The greedy policy gives `greedy_action(observation)`, None while it has
+  no model; the explorer then acts at random, and the step is counted in
+  `steps_without_model`. The explorer's schedule runs on this policy's
+  count of steps, `steps`.
+  """
+
+  def __init__(self, greedy, explorer, first_step: int = 0,
+               steps_without_model: int = 0):
+    self.greedy = greedy
+    self.steps = first_step
+    self.steps_without_model = steps_without_model
+    self._explorer = explorer
+    self._action_dtype = greedy.action_spec.dtype
+    super().__init__(greedy.time_step_spec, greedy.action_spec)
+
+  def act(self, observation: np.ndarray) -> np.ndarray:
+    """The action for one observation: what `action` returns, without
+    TF-Agents' time step and policy step around it (an actor's loop calls
+    this once per env step)."""
+    greedy_action = self.greedy.greedy_action(observation)
+    if greedy_action is None:
+      self.steps_without_model += 1
+    action = np.asarray(self._explorer.act(greedy_action, self.steps),
+                        self._action_dtype)
+    self.steps += 1
+    return action
+
+  def _action(self, time_step, policy_state):
+    return policy_step.PolicyStep(self.act(time_step.observation),
+                                  policy_state, ())
+
+  def summary(self) -> Dict[str, float]:
+    """The explorer's figures now (epsilon, sigma)."""
+    return self._explorer.summary(self.steps)
 
 
 @gin.configurable

@@ -10,7 +10,7 @@ weight copy and the checkpoint.
 import os
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from absl import logging
 import gin
@@ -159,27 +159,20 @@ def train(root_dir: str,
             f'{name} {value:.4f}' for name, value in r.check.figures.items()) +
         f' ({r.convert_seconds:.2f} s)' for r in results))
 
-  export_precisions = ['int8'] + (
-      [actor_precision] if actor_precision in ('fp16', 'fp32') else [])
-  exporter = export.PolicyExporter(policy_network,
-                                   algorithm.model_outputs(env),
-                                   export_precisions, publish,
-                                   os.path.join(root_dir,
-                                                run_directory.MODELS_DIR),
-                                   weights_source=(
-                                       policy_average.get_weights
-                                       if policy_average else None))
   step_lock = threading.Lock()  # Held while the weights change or are read.
   # Replay items and calibration observations that the run key does not
   # verify: left out, and shown.
   replay_refusals = replay.Refusals()
-  export_trigger = ExportTrigger(
-      exporter, replay.RecentObservations(
-          server_address, algorithm.collect_data_spec(env),
-          algorithm.sequence_length(), num_calibration_observations, key,
-          replay_refusals),
-      export.ObservationExtremes(calibration_extremes_window),
-      export_interval, step_lock)
+  export_trigger = create_export_trigger(
+      env, policy_network, server_address, key,
+      os.path.join(root_dir, run_directory.MODELS_DIR), export_interval,
+      precisions=['int8'] + (
+          [actor_precision] if actor_precision in ('fp16', 'fp32') else []),
+      publish=publish,
+      weights_source=policy_average.get_weights if policy_average else None,
+      num_calibration_observations=num_calibration_observations,
+      calibration_extremes_window=calibration_extremes_window,
+      refusals=replay_refusals, step_lock=step_lock)
   checkpoint_trigger = CheckpointTrigger(checkpointer, train_step,
                                          checkpoint_interval, step_lock)
 
@@ -205,7 +198,7 @@ def train(root_dir: str,
     logging.info('Stopping at train step %d: writing a final checkpoint.',
                  int(train_step))
     checkpointer.save(train_step)
-    exporter.wait()
+    export_trigger.wait()
     final_figures = figures(int(train_step))
     writer.close()
     status_trigger.write(stopped=True, **final_figures)
@@ -363,12 +356,69 @@ class ExportTrigger:
       self._exporter.export_async(step, observations, extremes)
     return None
 
+  def wait(self) -> None:
+    """Waits for the export under way, if any, to be published."""
+    self._exporter.wait()
+
   def figures(self) -> dict:
     return dict(exports=self._exporter.versions_exported,
                 refused_exports=self._exporter.refused_exports,
                 last_refused_export=self._exporter.last_refused_export,
                 skipped_exports=self._skipped,
                 last_skipped_export=self._last_skipped)
+
+
+def create_export_trigger(
+    env, policy_network, server_address: str, key: signing.RunKey,
+    model_dir: str, interval: int, precisions: Sequence[str] = ('int8',),
+    publish: Optional[Callable] = None,
+    weights_source: Optional[Callable] = None,
+    num_calibration_observations: int = 256,
+    calibration_extremes_window: int = 10,
+    refusals: Optional[replay.Refusals] = None,
+    step_lock: Optional[threading.Lock] = None) -> ExportTrigger:
+  """An `ExportTrigger` for `policy_network`, trained on `env`'s algorithm:
+  TFLite models of `precisions`, calibrated on the actors' recent verified
+  observations, checked, and by default signed with `key` and published to
+  the Reverb server (`publish` replaces that). Newest models kept in
+  `model_dir`.
+
+  Args:
+    env: the environment, which picks the algorithm (its builder says what
+      the model outputs and how it is checked).
+    policy_network: the network the agent trains; its structure is exported.
+    server_address: the Reverb server with the run's tables.
+    key: the run key (`signing.run_key`).
+    model_dir: where the newest model of each precision is kept.
+    interval: train steps between exports.
+    precisions: what to export: int8, and fp16 or fp32 for such actors.
+    publish: called with the checked ExportResults and the fp32 weights; a
+      `ModelPublisher`'s `publish_exports` by default.
+    weights_source: gives the weights to export (`get_weights` order); the
+      network's own by default.
+    num_calibration_observations: observations per calibration set.
+    calibration_extremes_window: calibration sets whose extremes are kept
+      (see `export.ObservationExtremes`).
+    refusals: counts replay items the key did not verify.
+    step_lock: held by the caller while weights change, if they change on
+      another thread than the trigger's.
+  """
+  algorithm = agents.check_environment(env)
+  if publish is None:
+    publish = model_channel.ModelPublisher(
+        model_channel.wait_for_server(server_address, 10), key
+    ).publish_exports
+  exporter = export.PolicyExporter(
+      policy_network, algorithm.model_outputs(env), precisions, publish,
+      model_dir, weights_source=weights_source)
+  calibration = replay.RecentObservations(
+      server_address, algorithm.collect_data_spec(env),
+      algorithm.sequence_length(), num_calibration_observations, key,
+      refusals or replay.Refusals())
+  return ExportTrigger(
+      exporter, calibration,
+      export.ObservationExtremes(calibration_extremes_window), interval,
+      step_lock)
 
 
 class CheckpointTrigger:

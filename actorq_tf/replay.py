@@ -481,6 +481,8 @@ class ExperienceWriter:
         window_configs + [newest_observation])
 
   def write(self, trajectory: trajectory_lib.Trajectory) -> None:
+    """Appends one step; an observer of TF-Agents' `Actor` or `PyDriver`
+    calls it with each trajectory (`__call__`)."""
     self._append(trajectory)
     if trajectory.step_type == StepType.LAST:  # last -> first: a boundary
       if self._pad_episode_ends:
@@ -502,6 +504,8 @@ class ExperienceWriter:
     if self._appended % self._max_in_flight_items == 0:
       self._wait(lambda timeout_ms: self._writer.flush(
           self._max_in_flight_items, timeout_ms=timeout_ms))
+
+  __call__ = write
 
   def close(self) -> None:
     if self._writer is None:
@@ -545,3 +549,16 @@ class ExperienceWriter:
           raise ActorQError(
               f'lost the Reverb server at {self._client.server_address}: no '
               f'answer for {self._give_up_s:g} s') from e
+
+
+def replay_observer(client: reverb.Client, key: signing.RunKey,
+                    **options) -> ExperienceWriter:
+  """The writer an actor adds as its observer: items as long as the replay
+  table's, n-step items padded at episode ends (see `ExperienceWriter`,
+  whose arguments `options` may give)."""
+  sequence_length = sequence_length_of(client)
+  # n-step items (DQN's n_step_update, D4PG's n_step): without padding the
+  # last n - 1 steps of each episode, those before its end, would never
+  # start an item.
+  options.setdefault('pad_episode_ends', sequence_length > 2)
+  return ExperienceWriter(client, sequence_length, key, **options)

@@ -145,12 +145,11 @@ def test_an_actor_pulls_on_time_as_well_as_on_steps(reverb_server, tmp_path):
 
 def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server,
                                                            tmp_path):
-  client = model_channel.wait_for_server(reverb_server, 10)
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
   publish_policy(reverb_server, version=10, root_dir=str(tmp_path))
-  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder(),
-                                   signing.run_key(str(tmp_path)))
+  policy = actor.TFLitePyPolicy(env, reverb_server,
+                                signing.run_key(str(tmp_path)))
   assert policy.update(wait=True)
   assert policy.version == 10
   three_actions = networks.create_q_network(
@@ -174,7 +173,7 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
   env = environments.load_environment()
   publish_policy(reverb_server, version=10, root_dir=str(tmp_path))
   key = signing.run_key(str(tmp_path))
-  policy = actor.TFLiteActorPolicy(client, 'int8', env, agents.builder(), key)
+  policy = actor.TFLitePyPolicy(env, reverb_server, key)
   assert policy.update(wait=True)
   good = model_channel.ModelPuller(client, 'int8', key).pull_newer()
   observation = env.reset().observation
@@ -326,30 +325,50 @@ def test_an_actor_of_another_environment_is_refused_before_it_writes(
   assert _replay_size(reverb_server) == 0
 
 
-def test_the_tflite_policy_drives_a_tf_agents_driver(reverb_server, tmp_path):
-  from tf_agents.drivers import py_driver  # pylint: disable=g-import-not-at-top
+def test_the_tflite_policy_drives_tf_agents_own_actor_into_replay(
+    reverb_server, tmp_path):
+  from tf_agents.train import actor as tf_agents_actor  # pylint: disable=g-import-not-at-top
   from actorq_tf import environments  # pylint: disable=g-import-not-at-top
   from actorq_tf.interpreter import TFLiteModel  # pylint: disable=g-import-not-at-top
   env = environments.load_environment()
-  policy = actor.TFLitePyPolicy(env, reverb_server,
-                                signing.run_key(str(tmp_path)))
+  key = signing.run_key(str(tmp_path))
+  greedy = actor.TFLitePyPolicy(env, reverb_server, key)
+  collect = actor.collect_policy(env, greedy)
+  client = model_channel.wait_for_server(reverb_server, 10)
   actions = []
-  driver = py_driver.PyDriver(
-      env, policy, observers=[lambda t: actions.append(
-          (t.observation, t.action))], max_steps=50)
-  driver.run(env.reset())
-  # No model yet: every action at random, and counted.
-  random_steps = policy.steps_without_model
-  assert policy.version == 0 and random_steps >= 50
+  observers = [replay.replay_observer(client, key),
+               lambda t: actions.append((t.observation, t.action))]
+
+  def stock_actor(policy):
+    return tf_agents_actor.Actor(
+        env, policy, tf.Variable(0, dtype=tf.int64), steps_per_run=200,
+        observers=observers)
+
+  # No model yet: every action at random, and counted (the driver also asks
+  # for an action at each episode's last step).
+  stock_actor(collect).run()
+  random_steps = collect.steps_without_model
+  assert greedy.version == 0 and random_steps == collect.steps >= 200
   publish_policy(reverb_server, version=5, root_dir=str(tmp_path))
-  assert policy.update(wait=True) and policy.version == 5
+  assert greedy.update(wait=True) and greedy.version == 5
   actions.clear()
-  driver.run(env.reset())
-  assert policy.steps_without_model == random_steps and len(actions) >= 50
-  published = model_channel.ModelPuller(
-      model_channel.wait_for_server(reverb_server, 10), 'int8',
-      signing.run_key(str(tmp_path))).pull_newer()
-  greedy = agents.check_environment(env).model_policy(
+  stock_actor(greedy).run()
+  stock_actor(collect).run()
+  observers[0].close()
+  assert collect.steps_without_model == random_steps
+  assert collect.steps >= random_steps + 200
+  published = model_channel.ModelPuller(client, 'int8', key).pull_newer()
+  model_greedy = agents.check_environment(env).model_policy(
       TFLiteModel(published.model_bytes, published.normalizer))
-  agreed = [action == greedy(observation) for observation, action in actions]
+  agreed = [action == model_greedy(observation)
+            for observation, action in actions[:200]]
   assert np.mean(agreed) >= 0.98  # ties may break the other way
+  # The items went in signed with the run key.
+  refusals = replay.Refusals()
+  dataset = replay.replay_dataset(
+      agents.check_environment(env).collect_data_spec(env),
+      replay.sequence_length_of(client), reverb_server, 32, 100, key,
+      refusals)
+  for _, verified_items in dataset.take(3):
+    assert int(verified_items) == 32
+  assert refusals.figures()['replay_items_refused'] == 0

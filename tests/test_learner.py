@@ -163,17 +163,10 @@ def test_the_export_trigger_publishes_from_tf_agents_own_learner(
   train_step = tf.Variable(0, dtype=tf.int64)
   agent, policy_network = algorithm.create_agent(env, train_step)
   key = signing.run_key(root_dir)
-  client = model_channel.wait_for_server(reverb_server, 10)
-  exporter = export.PolicyExporter(
-      policy_network, algorithm.model_outputs(env), ['int8'],
-      model_channel.ModelPublisher(client, key).publish_exports,
-      str(tmp_path / 'models'))
+  trigger = learner.create_export_trigger(
+      env, policy_network, reverb_server, key, str(tmp_path / 'models'),
+      interval=100)
   refusals = replay.Refusals()
-  trigger = learner.ExportTrigger(
-      exporter, replay.RecentObservations(
-          reverb_server, algorithm.collect_data_spec(env),
-          algorithm.sequence_length(), 256, key, refusals),
-      export.ObservationExtremes(10), interval=100)
 
   def verified_batches():  # (experience, sample info), as Learner takes them
     return replay.replay_dataset(
@@ -185,7 +178,9 @@ def test_the_export_trigger_publishes_from_tf_agents_own_learner(
       str(tmp_path / 'tf_agents_learner'), train_step, agent,
       verified_batches, triggers=[trigger])
   stock_learner.run(iterations=100)
-  exporter.wait()
-  model = model_channel.ModelPuller(client, 'int8', key).pull_newer()
-  assert model is not None and model.version == 100
+  trigger.wait()
+  # What an actor of the run pulls: the signed int8 model of step 100.
+  policy = actor.TFLitePyPolicy(env, reverb_server, key)
+  assert policy.update(wait=True) and policy.version == 100
+  assert trigger.figures()['exports'] == 1
   assert refusals.figures()['replay_items_refused'] == 0
