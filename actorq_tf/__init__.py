@@ -1,4 +1,16 @@
-"""ActorQ-TF: distributed TF-Agents RL whose actors run int8 TFLite policies."""
+"""ActorQ-TF: distributed TF-Agents RL whose actors run int8 TFLite policies.
+
+The parts a TF-Agents training script composes (see README, "Python API"):
+
+  actor:    TFLitePyPolicy, StockPyPolicy, greedy_policy, collect_policy
+  replay:   replay_observer, replay_dataset, Refusals
+  learner:  create_export_trigger, ExportTrigger, export_policy
+  channel:  ModelPublisher, ModelPuller, create_tables, start_server
+  keys:     run_key, RunKey
+
+They load on first use: `import actorq_tf` imports no TensorFlow.
+"""
+import importlib
 import os
 import warnings
 
@@ -8,8 +20,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 # tf.keras is Keras 2 from the tf_keras package, for TF-Agents and for
 # tensorflow-model-optimization alike (tfmot's wrappers accept only tf_keras
-# layers). TensorFlow reads this when tf.keras is first touched.
-os.environ['TF_USE_LEGACY_KERAS'] = '1'
+# layers). TensorFlow reads this when tf.keras is first touched, so a
+# process that used tf.keras before this import keeps TensorFlow's own
+# Keras 2 (README, "What importing actorq_tf changes").
+os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 
 try:
   # gym prints a three-line "unmaintained" banner on import in every process;
@@ -26,3 +40,24 @@ warnings.filterwarnings('ignore', message='"is not" with a literal',
 
 PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
 TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')
+
+# Public name -> the module that defines it.
+_PUBLIC = {
+    'TFLitePyPolicy': 'actor', 'StockPyPolicy': 'actor',
+    'greedy_policy': 'actor', 'collect_policy': 'actor',
+    'ExploringPyPolicy': 'exploration',
+    'replay_observer': 'replay', 'replay_dataset': 'replay',
+    'Refusals': 'replay',
+    'create_export_trigger': 'learner', 'ExportTrigger': 'learner',
+    'export_policy': 'learner',
+    'ModelPublisher': 'model_channel', 'ModelPuller': 'model_channel',
+    'create_tables': 'server', 'start_server': 'server',
+    'run_key': 'signing', 'RunKey': 'signing',
+}
+__all__ = ['PRECISIONS', 'TFLITE_PRECISIONS', *_PUBLIC]
+
+
+def __getattr__(name):
+  if name not in _PUBLIC:
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+  return getattr(importlib.import_module(f'{__name__}.{_PUBLIC[name]}'), name)

@@ -8,6 +8,7 @@ lock covers only what changes or reads the weights: the train step, the
 weight copy and the checkpoint.
 """
 import os
+import tempfile
 import threading
 import time
 from typing import Callable, Optional, Sequence
@@ -366,6 +367,24 @@ class ExportTrigger:
                 last_refused_export=self._exporter.last_refused_export,
                 skipped_exports=self._skipped,
                 last_skipped_export=self._last_skipped)
+
+
+def export_policy(env, policy_network, calibration_observations,
+                  precisions: Sequence[str] = ('int8',),
+                  model_dir: Optional[str] = None
+                 ) -> Sequence[export.ExportResult]:
+  """Exports `policy_network` (trained on `env`'s algorithm) now, as the
+  learner's exporter does at each version: the exact weight transforms,
+  conversion calibrated on `calibration_observations`, and the model's
+  check. Returns one `ExportResult` per precision (`.model_bytes`,
+  `.normalizer`, `.check.passed`, `.check.reason`); models that passed are
+  kept in `model_dir` if given. For a run, use `create_export_trigger`."""
+  with tempfile.TemporaryDirectory() as scratch_dir:
+    exporter = export.PolicyExporter(
+        policy_network, agents.check_environment(env).model_outputs(env),
+        precisions, publish=lambda results, weights: None,
+        model_dir=model_dir or scratch_dir)
+    return exporter.export(0, calibration_observations)
 
 
 def create_export_trigger(

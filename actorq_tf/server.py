@@ -26,12 +26,14 @@ from actorq_tf.errors import ActorQError
 from actorq_tf.errors import described
 
 
-def create_tables(env) -> list:
+def create_tables(env, policy_network=None) -> list:
   """Replay, recent observations, one newest-model table per TFLite
-  precision, and variables. The builder gives the replay items' spec
-  without an agent: the server needs no optimizers or target networks."""
+  precision, and variables (of `policy_network`; the builder's by default).
+  The builder gives the replay items' spec without an agent: the server
+  needs no optimizers or target networks."""
   algorithm = agents.check_environment(env)
-  policy_network = algorithm.policy_network(env)
+  policy_network = policy_network or algorithm.policy_network(env)
+  policy_network.create_variables()  # A user's network may be unbuilt.
   tables = [replay.replay_table(algorithm.collect_data_spec(env),
                                 algorithm.sequence_length()),
             replay.recent_observations_table(algorithm.collect_data_spec(env),
@@ -46,22 +48,26 @@ def create_tables(env) -> list:
   return tables
 
 
-def start_server(port: int, checkpoint_dir: Optional[str]) -> reverb.Server:
-  """Serves the run's tables, restored from `checkpoint_dir` if it has a
-  checkpoint. Without a directory the tables live in memory only.
+def start_server(port: Optional[int], checkpoint_dir: Optional[str],
+                 env=None, policy_network=None) -> reverb.Server:
+  """Serves the run's tables (see `create_tables`) for `env` and
+  `policy_network` (the gin config's by default), restored from
+  `checkpoint_dir` if it has a checkpoint. Without a directory the tables
+  live in memory only.
 
   A checkpoint that does not load (damaged files), or whose replay items
   are not this run's (Reverb restores a table as it was checkpointed, so
   items of another layout would be refused by every role), stops the server
   with one line and is left as it is: replay is what the run cannot rebuild.
   """
-  env = environments.load_environment()
+  env = env or environments.load_environment()
   checkpointer = None
   if checkpoint_dir:
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(checkpoint_dir)
   try:
-    replay_server = reverb.Server(create_tables(env), port=port,
+    replay_server = reverb.Server(create_tables(env, policy_network),
+                                  port=port,
                                   checkpointer=checkpointer)
   except RuntimeError as e:
     if checkpointer is None:
