@@ -12,18 +12,25 @@ They load on first use: `import actorq_tf` imports no TensorFlow.
 """
 import importlib
 import os
+import sys
 import warnings
 
 # TensorFlow prints pages of C++ start-up logs per process; keep warnings and
 # errors, drop the info lines. A user's own setting wins.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-# tf.keras is Keras 2 from the tf_keras package, for TF-Agents and for
-# tensorflow-model-optimization alike (tfmot's wrappers accept only tf_keras
-# layers). TensorFlow reads this when tf.keras is first touched, so a
-# process that used tf.keras before this import keeps TensorFlow's own
-# Keras 2 (README, "What importing actorq_tf changes").
-os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
+# One Keras 2 for every part of a process: TF-Agents, the user's code and
+# tensorflow-model-optimization (whose wrappers refuse layers of the other
+# package). tf.keras picks its package when first touched: tf_keras if
+# TF_USE_LEGACY_KERAS is set then, else TensorFlow's own keras; tfmot sets
+# the variable itself when imported. So: before TensorFlow is imported,
+# tf_keras for all; after, whatever tf.keras is, settled now, before tfmot
+# could set the variable under a tf.keras not yet touched (README, "What
+# importing actorq_tf changes").
+if 'tensorflow' in sys.modules:
+  sys.modules['tensorflow'].keras.layers  # pylint: disable=pointless-statement
+else:
+  os.environ.setdefault('TF_USE_LEGACY_KERAS', '1')
 
 try:
   # gym prints a three-line "unmaintained" banner on import in every process;

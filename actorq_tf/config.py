@@ -12,8 +12,10 @@ import gin
 from actorq_tf.errors import ActorQError
 from actorq_tf.errors import described
 
-GIN_CONFIG_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin_configs')
+# The shipped experiments: gin_configs/, which is actorq_tf/gin_configs in a
+# checkout (a link) and once installed (package data, see setup.py).
+GIN_CONFIG_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              'gin_configs')
 DEFAULT_GIN_FILE = os.path.join(GIN_CONFIG_DIR, 'dqn_cartpole_qat.gin')
 # Lets a config `include` a shared one by its name in gin_configs/.
 gin.add_config_file_search_path(GIN_CONFIG_DIR)

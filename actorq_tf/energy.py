@@ -39,9 +39,15 @@ class EnergyMeter:
   def __init__(self, country_iso_code: str = 'USA'):
     # Importing codecarbon costs a second (pandas): only meters pay it.
     # pylint: disable=g-import-not-at-top
-    from codecarbon import OfflineEmissionsTracker
-    from codecarbon.core import cpu
-    from codecarbon.input import DataSource
+    try:
+      from codecarbon import OfflineEmissionsTracker
+      from codecarbon.core import cpu
+      from codecarbon.input import DataSource
+    except ImportError as e:  # An extra: actorq-tf[energy].
+      raise ActorQError(
+          'energy is measured with codecarbon, which is not installed: '
+          "pip install 'actorq-tf[energy]', or run with --notrack_energy"
+      ) from e
     # pylint: enable=g-import-not-at-top
     std_logging.getLogger('codecarbon').setLevel(std_logging.ERROR)
     countries = DataSource().get_global_energy_mix_data()

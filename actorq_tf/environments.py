@@ -29,9 +29,12 @@ from actorq_tf.errors import described
 
 # Nothing renders; without this dm_control looks for an OpenGL backend.
 os.environ.setdefault('MUJOCO_GL', 'disable')
-# pylint: disable=g-import-not-at-top,g-bad-import-order
-from dm_control import suite as control_suite
-# pylint: enable=g-import-not-at-top,g-bad-import-order
+try:
+  # pylint: disable=g-import-not-at-top,g-bad-import-order
+  from dm_control import suite as control_suite
+  # pylint: enable=g-import-not-at-top,g-bad-import-order
+except ImportError:  # The Control Suite is an extra: actorq-tf[control].
+  control_suite = None
 
 # gym 0.23 warns on every seed() call that TF-Agents' wrapper makes.
 warnings.filterwarnings('ignore', category=DeprecationWarning, module='gym')
@@ -43,6 +46,10 @@ def _control_suite_task(env_name: str):
   if '-' not in env_name or '-v' in env_name:
     return None
   domain, task = env_name.split('-', 1)
+  if control_suite is None:
+    raise ActorQError(
+        f'{env_name!r} names a Control Suite task (domain-task), and '
+        "dm_control is not installed: pip install 'actorq-tf[control]'")
   task = task.replace('-', '_')
   return (domain, task) if (domain, task) in control_suite.ALL_TASKS else None
 

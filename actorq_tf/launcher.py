@@ -241,7 +241,7 @@ def run_local(settings: RunSettings,
     server, address = roles_on.start_server(
         *(run_directory.LEARNER_ROLE, LEARNER_MODULE, learner_args)
         if replay_in_learner else
-        (run_directory.SERVER_ROLE, 'binaries.reverb_server_main',
+        (run_directory.SERVER_ROLE, SERVER_MODULE,
          common_args), role_environment)
     roles.append(server)
     if not replay_in_learner:
@@ -315,7 +315,9 @@ class _Outcome:
   error: Optional[str] = None
 
 
-LEARNER_MODULE = 'binaries.learner_main'
+SERVER_MODULE, LEARNER_MODULE, EVALUATOR_MODULE, ACTOR_MODULE = (
+    f'{run_directory.BINARIES}.{name}_main'
+    for name in ('reverb_server', 'learner', 'eval', 'actor'))
 
 
 def _learner_args(settings: RunSettings) -> List[str]:
@@ -329,11 +331,11 @@ def _start_clients(settings: RunSettings, roles_on, client_args: List[str],
   """Adds the evaluator and the actors to `roles`, each as it starts, so
   that a failed start leaves none unstopped."""
   roles.append(roles_on.start_role(run_directory.EVALUATOR_ROLE,
-                                   'binaries.eval_main', client_args,
+                                   EVALUATOR_MODULE, client_args,
                                    environment))
   for i in range(settings.num_actors):
     roles.append(roles_on.start_role(
-        run_directory.actor_role(i), 'binaries.actor_main',
+        run_directory.actor_role(i), ACTOR_MODULE,
         client_args + ['--actor_precision', settings.actor_precision,
                        '--actor_index', str(i),
                        '--num_actors', str(settings.num_actors)],

@@ -30,6 +30,9 @@ from absl import logging
 from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The role binaries that launchers start: binaries/, which is
+# actorq_tf/binaries in a checkout (a link) and once installed (setup.py).
+BINARIES = 'actorq_tf.binaries'
 
 
 def roles_python_path() -> str:

@@ -1,7 +1,7 @@
 """Runs one actor: the newest policy in an environment, feeding replay."""
 from absl import flags
 
-from binaries import common
+from . import common
 from actorq_tf import PRECISIONS
 from actorq_tf import actor
 from actorq_tf import runtime

@@ -1,7 +1,7 @@
 """Evaluates each new model: greedy int8 TFLite and greedy fp32, same seeds."""
 from absl import flags
 
-from binaries import common
+from . import common
 from actorq_tf import evaluation
 from actorq_tf import runtime
 

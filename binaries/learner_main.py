@@ -3,7 +3,7 @@ import contextlib
 
 from absl import flags
 
-from binaries import common
+from . import common
 from actorq_tf import PRECISIONS
 from actorq_tf import learner
 from actorq_tf import runtime

@@ -7,7 +7,7 @@ N actors.
 
 Running the same command with the same --root_dir resumes an unfinished run.
 """
-from binaries import common
+from . import common
 
 common.define_launch_flags()
 

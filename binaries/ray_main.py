@@ -4,14 +4,21 @@
   python -m binaries.ray_main --ray_address auto --num_actors 16
 
 The learner, with the Reverb server in its process, goes to a node Ray
-chooses (with a GPU when the cluster has one), the actors (one CPU each) spread over the nodes. Ray
-restarts a role whose process or node is lost; see actorq_tf/ray_cluster.py
-for what must be shared between nodes.
+chooses (with a GPU when the cluster has one), the actors (one CPU each)
+spread over the nodes. Ray restarts a role whose process or node is lost;
+see actorq_tf/ray_cluster.py for what must be shared between nodes.
 """
+import sys
+
 from absl import flags
 
-from binaries import common
-from actorq_tf import ray_cluster
+from . import common
+
+try:
+  from actorq_tf import ray_cluster  # pylint: disable=g-import-not-at-top
+except ImportError as e:  # Ray is an extra: actorq-tf[ray].
+  sys.exit(f"ray_main: Ray is not installed ({e}): pip install "
+           "'actorq-tf[ray]'")
 
 common.define_launch_flags()
 flags.DEFINE_string('ray_address', None, 'Ray cluster to run on: "auto" '

@@ -1,7 +1,7 @@
 """Serves the replay, model and variable tables for one run."""
 from absl import flags
 
-from binaries import common
+from . import common
 from actorq_tf import runtime
 from actorq_tf import server
 
