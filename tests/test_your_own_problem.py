@@ -125,10 +125,11 @@ def test_a_users_network_tflite_cannot_take_stops_the_launch(tmp_path):
   assert not root_dir.exists()
 
 
-def test_the_readme_shows_the_files_these_tests_run():
-  with open(os.path.join(PROJECT_ROOT, 'README.md')) as f:
-    readme = f.read()
+def test_the_docs_show_the_files_these_tests_run():
+  with open(os.path.join(PROJECT_ROOT, 'docs', 'your_own_problem.md')) as f:
+    page = f.read()
   for path in ('examples/corridor.py', 'examples/corridor.gin',
                'gin_configs/dqn_catch_pixels.gin'):
     with open(os.path.join(PROJECT_ROOT, path)) as f:
-      assert f.read() in readme, f'README does not show {path} as it is'
+      assert f.read() in page, (
+          f'docs/your_own_problem.md does not show {path} as it is')
