@@ -89,8 +89,8 @@ class AlgorithmBuilder(abc.ABC):
 
   @abc.abstractmethod
   def model_outputs(self, env: py_environment.PyEnvironment):
-    """What exported models output (`export.QValueOutputs` or
-    `export.ActionOutputs`): how the exporter readies and checks them."""
+    """What exported models output (`model_checks.QValueOutputs` or
+    `model_checks.ActionOutputs`): how the exporter readies and checks them."""
 
   @abc.abstractmethod
   def greedy_actions(self, outputs: tf.Tensor,

@@ -65,6 +65,7 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   import actorq_tf.export  # noqa: F401
   import actorq_tf.launcher  # noqa: F401
   import actorq_tf.learner  # noqa: F401
+  import actorq_tf.model_checks  # noqa: F401
   import actorq_tf.networks  # noqa: F401
   import actorq_tf.replay  # noqa: F401
   import actorq_tf.runtime  # noqa: F401

@@ -19,7 +19,7 @@ from tf_agents.utils import common
 
 from actorq_tf import config
 from actorq_tf import exploration
-from actorq_tf import export
+from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
@@ -347,7 +347,7 @@ class D4pgBuilder(AlgorithmBuilder):
         seed=seed)
 
   def model_outputs(self, env):
-    return export.ActionOutputs(env.action_spec())
+    return model_checks.ActionOutputs(env.action_spec())
 
   def greedy_actions(self, outputs, action_spec):
     return tf.clip_by_value(outputs, action_spec.minimum, action_spec.maximum)

@@ -18,7 +18,7 @@ from tf_agents.utils import common
 from actorq_tf import config
 from actorq_tf import environments
 from actorq_tf import exploration
-from actorq_tf import export
+from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
@@ -117,7 +117,7 @@ class DqnBuilder(AlgorithmBuilder):
                           seed)
 
   def model_outputs(self, env):
-    return export.QValueOutputs()
+    return model_checks.QValueOutputs()
 
   def greedy_actions(self, outputs, action_spec):
     del action_spec  # An argmax is always an action.

@@ -162,7 +162,7 @@ def pixel_scaling() -> tf.keras.layers.Layer:
   """A network's first layer for uint8 images: pixels to [0, 1] in float
   (e.g. `QNetwork.preprocessing_layers = @networks.pixel_scaling()`). In an
   int8 model it folds into the input's quantization: each pixel value maps
-  to its own int8 level (see export.pixel_calibration)."""
+  to its own int8 level (see conversion.pixel_calibration)."""
   return tf.keras.layers.Rescaling(1.0 / 255.0, name='pixel_scaling')
 
 

@@ -30,9 +30,11 @@ import reverb
 from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import config
+from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import model_channel
+from actorq_tf import model_checks
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import server
@@ -98,9 +100,9 @@ def publish_all_precisions(address, env, key_file):
                       f'{failed}')
   # Each row's model is the precision it names.
   for result in results:
-    export.check_precision(result.model_bytes, result.precision,
+    model_checks.check_precision(result.model_bytes, result.precision,
                            policy_network.count_params(),
-                           pixel_input=export.takes_pixels(policy_network))
+                           pixel_input=conversion.takes_pixels(policy_network))
   return {r.precision: r for r in results}
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from actorq_tf import config
+from actorq_tf import conversion
 from actorq_tf import environments
-from actorq_tf import export
 from actorq_tf import learner
 from actorq_tf import run_directory
 
@@ -98,7 +98,7 @@ def describe(env, policy_network) -> dict:
   """The environment's name (or its factory's) and the policy network's
   layers, for reports."""
   layers = []
-  for layer in export.leaf_layers(policy_network):
+  for layer in conversion.leaf_layers(policy_network):
     if hasattr(layer, 'filters'):
       layers.append(f'conv{layer.filters}/{layer.kernel_size[0]}'
                     f's{layer.strides[0]}')

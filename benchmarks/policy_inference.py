@@ -21,8 +21,10 @@ import numpy as np
 from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import config
+from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import export
+from actorq_tf import model_checks
 from actorq_tf.interpreter import TFLiteModel
 from benchmarks import common
 
@@ -32,7 +34,7 @@ flags.DEFINE_integer('repeats', 5, 'Measurements per row; the median counts.')
 FLAGS = flags.FLAGS
 
 # Rows in the order the report shows them.
-PRECISIONS = ('tf', 'fp32', 'fp16', export.DYNAMIC_RANGE_INT8, 'int8')
+PRECISIONS = ('tf', 'fp32', 'fp16', conversion.DYNAMIC_RANGE_INT8, 'int8')
 
 
 def measure(calls: int, repeats: int) -> dict:
@@ -64,9 +66,9 @@ def measure(calls: int, repeats: int) -> dict:
     rows[precision] = {'bytes': len(model_bytes),
                        'convert_s': results[precision].convert_seconds}
     # A figure is only worth its name: the model must be that precision.
-    export.check_precision(model_bytes, precision,
+    model_checks.check_precision(model_bytes, precision,
                            policy_network.count_params(),
-                           pixel_input=export.takes_pixels(policy_network))
+                           pixel_input=conversion.takes_pixels(policy_network))
     rows[precision]['op_types'] = sorted(set(
         TFLiteModel(model_bytes).op_names()))
     model = TFLiteModel(model_bytes, results[precision].normalizer)

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from actorq_tf import export
+from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf import run_directory
 from actorq_tf.interpreter import TFLiteModel
@@ -66,11 +67,12 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   fp32_states, fp32_return = common.play(
       env, lambda o: fp32_greedy(o[None])[0], episodes, seed=10**6)
   rows = {}
-  modes = {mode: (export.QValueOutputs(q_output_quantile=quantile), equalize)
+  modes = {mode: (model_checks.QValueOutputs(q_output_quantile=quantile),
+                  equalize)
            for mode, (quantile, equalize) in MODES.items()}
   if isinstance(q_network, networks.QuantizationAwareQNetwork):
     # Trained for int8: exported as it is, with its learned ranges.
-    modes = {QUANTIZATION_AWARE: (export.QValueOutputs(), True)}
+    modes = {QUANTIZATION_AWARE: (model_checks.QValueOutputs(), True)}
   for mode, (outputs, equalize) in modes.items():
     exporter = export.PolicyExporter(
         q_network, outputs.unchecked(), ['int8'], lambda *_: None,
@@ -81,9 +83,9 @@ def measure_run(run_dir: str, episodes: int, calls: int,
                                            episodes, seed=10**6)
     rows[mode] = {
         'calibration': result.check.figures,
-        'fp32_visited': export.q_fidelity(fp32_q(fp32_states),
+        'fp32_visited': model_checks.q_fidelity(fp32_q(fp32_states),
                                           model.outputs(fp32_states)),
-        'int8_visited': export.q_fidelity(fp32_q(int8_states),
+        'int8_visited': model_checks.q_fidelity(fp32_q(int8_states),
                                           model.outputs(int8_states)),
         'int8_return': int8_return,
         'greedy_action_us': 1e6 * common.seconds_per_call(
@@ -129,7 +131,7 @@ def kept_model(run_dir: str, env, q_network, episodes: int
                                     seed=10**6)
   return {'version': description['version'], 'path': path,
           'int8_return': mean_return,
-          'int8_visited': export.q_fidelity(
+          'int8_visited': model_checks.q_fidelity(
               q_network(states, training=False)[0].numpy(),
               model.outputs(states))}
 

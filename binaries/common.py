@@ -10,6 +10,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from actorq_tf import conversion
 from actorq_tf import runtime
 runtime.import_tensorflow()  # Before the modules below import it.
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -20,7 +21,6 @@ from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import errors
-from actorq_tf import export
 from actorq_tf import launcher
 from actorq_tf.errors import ActorQError
 
@@ -121,7 +121,7 @@ def check_launch_flags():
     precisions = sorted({'int8', FLAGS.actor_precision} &
                         set(TFLITE_PRECISIONS))
     with runtime.quiet_native_output():
-      export.check_convertible(
+      conversion.check_convertible(
           algorithm.policy_network(env), precisions,
           environments.random_walk_observations(env, PREFLIGHT_OBSERVATIONS))
 

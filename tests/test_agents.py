@@ -12,7 +12,7 @@ from actorq_tf import config
 from actorq_tf import d4pg
 from actorq_tf import dqn
 from actorq_tf import environments
-from actorq_tf import export
+from actorq_tf import model_checks
 from actorq_tf import server
 from actorq_tf.errors import ActorQError
 from conftest import PROJECT_ROOT
@@ -85,7 +85,7 @@ def test_each_builder_gives_its_exploration_outputs_and_greedy_actions():
     algorithm = agents.builder()
     explorer = algorithm.explorer(env, actor_index=0, num_actors=1, seed=0)
     assert explorer.epsilon(25) == pytest.approx(1.0 - 0.5 * (1.0 - 0.05))
-    assert isinstance(algorithm.model_outputs(env), export.QValueOutputs)
+    assert isinstance(algorithm.model_outputs(env), model_checks.QValueOutputs)
     q_values = tf.constant([[0.1, 0.3], [0.5, -1.0]])
     assert algorithm.greedy_actions(q_values, env.action_spec()
                                    ).numpy().tolist() == [1, 0]
@@ -100,7 +100,7 @@ def test_each_builder_gives_its_exploration_outputs_and_greedy_actions():
                         for step in range(200)])
     assert np.all(np.abs(actions) <= 2.0) and actions.std() > 0.2
     outputs = algorithm.model_outputs(env)
-    assert isinstance(outputs, export.ActionOutputs)
+    assert isinstance(outputs, model_checks.ActionOutputs)
     assert outputs.action_spec == env.action_spec()
     clipped = algorithm.greedy_actions(tf.constant([[3.0], [-0.5]]),
                                        env.action_spec())

@@ -8,9 +8,11 @@ from tf_agents.networks import sequential
 from tf_agents.specs import array_spec
 from tf_agents.specs import tensor_spec
 
+from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import model_channel
+from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
@@ -38,7 +40,7 @@ def _tensor_types(model_bytes):
 
 
 def test_int8_model_runs_every_fully_connected_in_int8():
-  model = export.convert(_network(), 'int8', _observations())
+  model = conversion.convert(_network(), 'int8', _observations())
   network = TFLiteModel(model)
   ops = network.op_names()
   assert ops.count('FULLY_CONNECTED') == 3
@@ -50,8 +52,8 @@ def test_int8_model_runs_every_fully_connected_in_int8():
 
 
 def test_fp16_and_fp32_models_keep_float_activations():
-  fp16 = export.convert(_network(), 'fp16')
-  fp32 = export.convert(_network(), 'fp32')
+  fp16 = conversion.convert(_network(), 'fp16')
+  fp32 = conversion.convert(_network(), 'fp32')
   assert np.float16 in set(_tensor_types(fp16).values())
   assert np.float16 not in set(_tensor_types(fp32).values())
   assert not TFLiteModel(fp32).is_quantized
@@ -61,17 +63,18 @@ def test_fp16_and_fp32_models_keep_float_activations():
 
 def test_int8_model_is_a_quarter_of_fp32():
   network = _network(layers=(256, 256))
-  int8 = export.convert(network, 'int8', _observations())
-  fp32 = export.convert(network, 'fp32')
+  int8 = conversion.convert(network, 'int8', _observations())
+  fp32 = conversion.convert(network, 'fp32')
   assert len(int8) < 0.3 * len(fp32)
 
 
 def test_check_reports_agreement_and_errors_against_fp32():
   network = _network()
   observations = _observations()
-  model = export.convert(network, 'int8', observations)
-  check = export.check_q_model(model, network, observations, min_agreement=0.5,
-                               max_regret_vs_random=np.inf)
+  model = conversion.convert(network, 'int8', observations)
+  check = model_checks.check_q_model(model, network, observations,
+                                     min_agreement=0.5,
+                                     max_regret_vs_random=np.inf)
   assert check.passed, check.reason
   figures = check.figures
   assert 0.5 <= figures['agreement'] <= 1.0
@@ -83,13 +86,15 @@ def test_check_reports_agreement_and_errors_against_fp32():
 def test_check_refuses_agreement_under_the_floor():
   network = _network()
   observations = _observations()
-  model = export.convert(network, 'int8', observations)
-  check = export.check_q_model(model, network, observations, min_agreement=1.01,
-                               max_regret_vs_random=np.inf)
+  model = conversion.convert(network, 'int8', observations)
+  check = model_checks.check_q_model(model, network, observations,
+                                     min_agreement=1.01,
+                                     max_regret_vs_random=np.inf)
   assert not check.passed
   assert 'under the floor' in check.reason
-  check = export.check_q_model(model, network, observations, min_agreement=0.0,
-                               max_regret_vs_random=-1.0)
+  check = model_checks.check_q_model(model, network, observations,
+                                     min_agreement=0.0,
+                                     max_regret_vs_random=-1.0)
   assert not check.passed
   assert 'regret' in check.reason
 
@@ -97,7 +102,7 @@ def test_check_refuses_agreement_under_the_floor():
 def test_fidelity_counts_ties_as_disagreements_and_regret_at_random():
   reference = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0], [0.0, 2.0]])
   model = np.array([[5, 3], [4, 4], [1, 2], [1, 1]], np.int8)
-  figures = export.q_fidelity(reference, model)
+  figures = model_checks.q_fidelity(reference, model)
   assert figures['agreement'] == 0.5  # the two ties count against it
   assert figures['tie_rate'] == 0.5
   # A tie loses half the gap on average: (0 + 0.5 + 0 + 1) / 4.
@@ -118,19 +123,20 @@ def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
   centred = network.copy()
   centred.create_variables(OBSERVATION_SPEC)
   centred.set_weights(network.get_weights())
-  export.centre_q_values(centred)
-  full_range = export.check_q_model(
-      export.convert(centred, 'int8', observations), centred, observations,
+  conversion.centre_q_values(centred)
+  full_range = model_checks.check_q_model(
+      conversion.convert(centred, 'int8', observations), centred, observations,
       0.0, np.inf)
-  scale = export.scale_q_head(centred, observations, 0.9)
+  scale = conversion.scale_q_head(centred, observations, 0.9)
   assert scale > 0
-  clipped_model = export.convert(centred, 'int8', observations,
+  clipped_model = conversion.convert(centred, 'int8', observations,
                                  clip_outputs=True)
   ops = TFLiteModel(clipped_model).op_names()  # the clip is fused: free
   assert ops.count('FULLY_CONNECTED') == 3
   assert not {'MINIMUM', 'MAXIMUM', 'RELU_N1_TO_1'} & set(ops)
-  clipped = export.check_q_model(clipped_model, centred, observations, 0.0,
-                                 np.inf, output_scale=scale, clipped=True)
+  clipped = model_checks.check_q_model(clipped_model, centred, observations,
+                                       0.0, np.inf, output_scale=scale,
+                                       clipped=True)
   assert full_range.figures['tie_rate'] > 0.05, full_range.figures
   assert clipped.figures['tie_rate'] < 0.5 * full_range.figures['tie_rate']
   assert clipped.figures['agreement'] > full_range.figures['agreement']
@@ -139,17 +145,17 @@ def test_clipped_q_head_keeps_the_greedy_action_where_full_range_ties():
 def test_check_refuses_a_badly_calibrated_model_and_passes_a_good_one(
     tmp_path):
   network, observations = _lopsided_network_and_states()
-  exporter = export.PolicyExporter(network, export.QValueOutputs(), ['int8'],
-                                   lambda *_: None, str(tmp_path))
+  exporter = export.PolicyExporter(network, model_checks.QValueOutputs(),
+                                   ['int8'], lambda *_: None, str(tmp_path))
   assert exporter.export(1, observations)[0].check.passed
   thresholds = (exporter.outputs.min_agreement,
                 exporter.outputs.max_regret_vs_random)
-  good = export.convert(network, 'int8', observations)
-  assert export.check_q_model(good, network, observations,
+  good = conversion.convert(network, 'int8', observations)
+  assert model_checks.check_q_model(good, network, observations,
                               *thresholds).passed
   # Calibrated on states close to 0: int8 saturates on nearly all others.
-  bad = export.convert(network, 'int8', 0.001 * _observations(256, seed=1))
-  check = export.check_q_model(bad, network, observations, *thresholds)
+  bad = conversion.convert(network, 'int8', 0.001 * _observations(256, seed=1))
+  check = model_checks.check_q_model(bad, network, observations, *thresholds)
   assert not check.passed, check.figures
   assert 'regret' in check.reason or 'agreement' in check.reason
 
@@ -159,8 +165,9 @@ def test_check_refuses_non_finite_networks():
   weights = network.get_weights()
   weights[0][0, 0] = np.nan
   network.set_weights(weights)
-  model = export.convert(network, 'fp32')
-  check = export.check_q_model(model, network, _observations(), 0.0, np.inf)
+  model = conversion.convert(network, 'fp32')
+  check = model_checks.check_q_model(model, network, _observations(), 0.0,
+                                     np.inf)
   assert not check.passed
   assert 'non-finite' in check.reason
 
@@ -173,8 +180,8 @@ def test_centring_and_normalization_folding_keep_greedy_actions():
   transformed.create_variables(OBSERVATION_SPEC)
   transformed.set_weights(network.get_weights())
   normalizer = ObservationNormalizer.from_observations(observations)
-  export.centre_q_values(transformed)
-  export.fold_normalization(transformed, normalizer)
+  conversion.centre_q_values(transformed)
+  conversion.fold_normalization(transformed, normalizer)
   centred = transformed(normalizer(observations))[0].numpy()
   np.testing.assert_allclose(centred.mean(axis=1), 0.0, atol=1e-5)
   np.testing.assert_allclose(
@@ -190,16 +197,16 @@ def test_normalization_makes_int8_closer_to_fp32():
   network.set_weights(weights)
   observations = _observations(512)
   observations[:, 2] *= 0.2
-  plain = export.check_q_model(
-      export.convert(network, 'int8', observations), network, observations, 0,
-      np.inf)
+  plain = model_checks.check_q_model(
+      conversion.convert(network, 'int8', observations), network,
+      observations, 0, np.inf)
   normalizer = ObservationNormalizer.from_observations(observations)
   folded = network.copy()
   folded.create_variables(OBSERVATION_SPEC)
   folded.set_weights(network.get_weights())
-  export.fold_normalization(folded, normalizer)
-  normalized = export.check_q_model(
-      export.convert(folded, 'int8', normalizer(observations)), folded,
+  conversion.fold_normalization(folded, normalizer)
+  normalized = model_checks.check_q_model(
+      conversion.convert(folded, 'int8', normalizer(observations)), folded,
       observations, 0, np.inf, normalizer)
   assert (normalized.figures['mean_q_error'] <
           0.5 * plain.figures['mean_q_error']), (normalized, plain)
@@ -207,16 +214,16 @@ def test_normalization_makes_int8_closer_to_fp32():
 
 def test_conversion_failures_are_clear_errors():
   with pytest.raises(ActorQError, match='calibration observations'):
-    export.convert(_network(), 'int8', None)
+    conversion.convert(_network(), 'int8', None)
   with pytest.raises(ActorQError, match='unknown TFLite precision'):
-    export.convert(_network(), 'int4')
+    conversion.convert(_network(), 'int4')
 
 
 def test_exporter_publishes_checked_models_and_saves_them(tmp_path):
   published = []
   network = _network()
   exporter = export.PolicyExporter(
-      network, export.QValueOutputs(), ['int8', 'fp32'],
+      network, model_checks.QValueOutputs(), ['int8', 'fp32'],
       lambda results, weights: published.append((results, weights)),
       str(tmp_path))
   results = exporter.export(7, _observations())
@@ -234,8 +241,8 @@ def test_each_export_converts_the_weights_it_was_handed(tmp_path):
   # The exporter traces its snapshot once; later exports must still carry
   # their own weights.
   network = _network(seed=0)
-  exporter = export.PolicyExporter(network, export.QValueOutputs(), ['fp32'],
-                                   lambda *_: None, str(tmp_path))
+  exporter = export.PolicyExporter(network, model_checks.QValueOutputs(),
+                                   ['fp32'], lambda *_: None, str(tmp_path))
   observations = _observations()
   greedy = {}
   for version, source in ((1, network), (2, _network(seed=1))):
@@ -256,7 +263,7 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
   weights[2][:] = np.nan
   network.set_weights(weights)
   exporter = export.PolicyExporter(
-      network, export.QValueOutputs(), ['int8'],
+      network, model_checks.QValueOutputs(), ['int8'],
       lambda *args: published.append(args), str(tmp_path))
   exporter.export(3, _observations())
   assert not published
@@ -268,7 +275,7 @@ def test_exporter_does_not_publish_a_nan_network(tmp_path):
 def test_async_export_runs_off_the_caller_and_skips_when_busy(tmp_path):
   published = []
   exporter = export.PolicyExporter(
-      _network(), export.QValueOutputs(), ['int8'],
+      _network(), model_checks.QValueOutputs(), ['int8'],
       lambda results, _: published.append(results[0]), str(tmp_path))
   assert exporter.export_async(1, _observations())
   assert not exporter.export_async(2, _observations())  # still converting
@@ -286,7 +293,7 @@ def test_int8_action_model_stays_close_to_fp32_actions(tmp_path):
   published = []
   network = _actor_network()
   exporter = export.PolicyExporter(
-      network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
+      network, model_checks.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
       lambda results, _: published.extend(results), str(tmp_path))
   observations = _observations()
   (result,) = exporter.export(4, observations)
@@ -347,7 +354,7 @@ def test_int8_input_covers_extremes_the_calibration_set_missed(tmp_path):
   results = {}
   for extremes in (None, swing_up):
     exporter = export.PolicyExporter(
-        network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
+        network, model_checks.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
         lambda *_: None, str(tmp_path))
     (results[extremes is not None],) = exporter.export(1, calibration,
                                                        extremes)
@@ -371,8 +378,8 @@ def test_int8_input_covers_extremes_the_calibration_set_missed(tmp_path):
 def test_action_check_refuses_errors_over_the_ceiling():
   network = _actor_network()
   observations = _observations()
-  model = export.convert(network, 'int8', observations)
-  check = export.check_action_model(model, network, observations,
+  model = conversion.convert(network, 'int8', observations)
+  check = model_checks.check_action_model(model, network, observations,
                                     PENDULUM_ACTIONS, 1e-6)
   assert not check.passed
   assert 'over the ceiling' in check.reason
@@ -391,25 +398,25 @@ def test_models_too_large_for_one_update_are_refused_before_training(
   monkeypatch.setattr(model_channel, 'MAX_MODEL_BYTES', 100_000)
   with pytest.raises(ActorQError, match='the fp32 model is 270,344 bytes, '
                      'over the 100,000 bytes'):
-    export.PolicyExporter(mlp, export.QValueOutputs(), ['int8', 'fp32'],
+    export.PolicyExporter(mlp, model_checks.QValueOutputs(), ['int8', 'fp32'],
                           lambda *_: None, str(tmp_path))
-  export.PolicyExporter(mlp, export.QValueOutputs(), ['int8'],
+  export.PolicyExporter(mlp, model_checks.QValueOutputs(), ['int8'],
                         lambda *_: None, str(tmp_path))
 
 
 def test_a_model_must_be_stored_as_the_precision_it_names():
   network = _network(layers=(256, 256))
   observations = _observations()
-  models = {p: export.convert(network, p, observations)
+  models = {p: conversion.convert(network, p, observations)
             for p in ('fp32', 'fp16', 'int8')}
   for precision, model_bytes in models.items():
-    export.check_precision(model_bytes, precision, network.count_params())
+    model_checks.check_precision(model_bytes, precision, network.count_params())
   with pytest.raises(ActorQError, match=r'the int8 model is not what it '
                      r'names: .*output \[.float32.\], not int8; '
                      r'input \[.float32.\], not int8'):
-    export.check_precision(models['fp32'], 'int8', network.count_params())
+    model_checks.check_precision(models['fp32'], 'int8', network.count_params())
   with pytest.raises(ActorQError, match='bytes, outside'):
-    export.check_precision(models['fp32'], 'fp16', network.count_params())
+    model_checks.check_precision(models['fp32'], 'fp16', network.count_params())
 
 
 def test_layer_equalization_is_exact_and_evens_out_unit_ranges():
@@ -421,7 +428,7 @@ def test_layer_equalization_is_exact_and_evens_out_unit_ranges():
     before = network(observations)[0].numpy()
     kernel = network.get_weights()[0]
     spread_before = np.abs(kernel).max() / np.median(np.abs(kernel).max(0))
-    export.equalize_layers(network)
+    conversion.equalize_layers(network)
     np.testing.assert_allclose(network(observations)[0].numpy(), before,
                                rtol=1e-4, atol=1e-4)
     kernel = network.get_weights()[0]
@@ -446,7 +453,7 @@ def _users_network(factory, observation_spec, seed=0):
 
 
 def _exported(network, observations, tmp_path, precisions=('int8', 'fp32')):
-  exporter = export.PolicyExporter(network, export.QValueOutputs(),
+  exporter = export.PolicyExporter(network, model_checks.QValueOutputs(),
                                    precisions, lambda *_: None,
                                    str(tmp_path))
   return exporter, {r.precision: r for r in exporter.export(1, observations)}
@@ -469,7 +476,7 @@ def test_tf_agents_and_keras_conv_networks_export_to_full_int8(
   exporter, results = _exported(network, observations, tmp_path)
   for precision, result in results.items():
     assert result.check.passed, (name, precision, result.check.reason)
-    export.check_precision(result.model_bytes, precision,
+    model_checks.check_precision(result.model_bytes, precision,
                            network.count_params())
   # The first layer is a convolution: nothing to fold the normalizer into,
   # so the model takes the observations as they are.
@@ -520,7 +527,7 @@ def test_pixel_models_take_raw_uint8_and_every_pixel_value_has_a_level(
   _, results = _exported(network, observations, tmp_path)
   for precision, result in results.items():
     assert result.check.passed, (precision, result.check.reason)
-    export.check_precision(result.model_bytes, precision,
+    model_checks.check_precision(result.model_bytes, precision,
                            network.count_params(), pixel_input=True)
     model = TFLiteModel(result.model_bytes, result.normalizer)
     assert model._raw_input  # pylint: disable=protected-access
@@ -549,7 +556,7 @@ def test_a_layer_tflite_cannot_take_is_refused_by_name():
        tf.keras.layers.Dense(3)], input_spec=o), OBSERVATION_SPEC)
   with pytest.raises(ActorQError, match=r"int8 TFLite conversion failed: "
                      r"layer 'my_bessel' \('tf.BesselI0e' op is neither"):
-    export.check_convertible(network, ['int8'], _observations(16))
+    conversion.check_convertible(network, ['int8'], _observations(16))
 
 
 def test_a_network_factory_that_does_not_fit_is_refused():
@@ -573,12 +580,13 @@ def test_a_tf_agents_d4pg_actor_network_exports_to_full_int8(tmp_path):
       OBSERVATION_SPEC, tensor_spec.from_spec(PENDULUM_ACTIONS), 1,
       'test factory')
   exporter = export.PolicyExporter(
-      network, export.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
+      network, model_checks.ActionOutputs(PENDULUM_ACTIONS), ['int8'],
       lambda *_: None, str(tmp_path))
   (result,) = exporter.export(1, _observations())
   assert result.check.passed, result.check.reason
   assert 'fold_normalization' in exporter.transforms
-  export.check_precision(result.model_bytes, 'int8', network.count_params())
+  model_checks.check_precision(result.model_bytes, 'int8',
+                               network.count_params())
   actions = TFLiteModel(result.model_bytes, result.normalizer).outputs(
       _observations())
   np.testing.assert_allclose(actions, network(_observations())[0].numpy(),

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
-from actorq_tf import export
+from actorq_tf import conversion
 from actorq_tf import model_trial
 from actorq_tf import networks
 from actorq_tf.errors import ActorQError
@@ -23,8 +23,8 @@ def int8_model():
   folded = network.copy()
   folded.create_variables(network.input_tensor_spec)
   folded.set_weights(network.get_weights())
-  export.fold_normalization(folded, normalizer)
-  model = export.convert(folded, 'int8', normalizer(observations))
+  conversion.fold_normalization(folded, normalizer)
+  model = conversion.convert(folded, 'int8', normalizer(observations))
   return network, observations, normalizer, model
 
 
@@ -65,14 +65,14 @@ def test_tied_q_values_are_broken_at_random_not_towards_action_0():
                                   np.zeros_like(bias)])  # equal Q-values
   observations = np.random.default_rng(2).normal(size=(300, 4)).astype(
       np.float32)
-  model = TFLiteModel(export.convert(network, 'int8', observations))
+  model = TFLiteModel(conversion.convert(network, 'int8', observations))
   assert np.all(model.outputs(observations) ==
                 model.outputs(observations)[:, :1])
   for actions in (np.array([model.greedy_action(o) for o in observations]),
                   model.greedy_actions(observations)):
     counts = np.bincount(actions, minlength=3)
     assert counts.min() > 70, counts  # about 100 each
-  model_bytes = export.convert(network, 'int8', observations)
+  model_bytes = conversion.convert(network, 'int8', observations)
   first, second, other_seed = (TFLiteModel(model_bytes, tie_break_seed=seed)
                                for seed in (5, 5, 6))
   draws = [[m.greedy_action(o) for o in observations[:40]]

@@ -13,6 +13,7 @@ from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
 from actorq_tf import learner
+from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
@@ -67,7 +68,7 @@ def test_quantization_aware_network_exports_int8_only(quantization_aware):
   env = environments.load_environment()
   with pytest.raises(ActorQError, match='exports int8 only'):
     export.PolicyExporter(agents.builder().policy_network(env),
-                          export.QValueOutputs(), ['int8', 'fp32'],
+                          model_checks.QValueOutputs(), ['int8', 'fp32'],
                           lambda *_: None, '/tmp/unused')
 
 
@@ -102,8 +103,9 @@ def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
   assert isinstance(q_network, networks.QuantizationAwareQNetwork)
   # The int8 model computes what the restored network was trained to: its
   # greedy action on nearly all states, with no ties to speak of.
-  exporter = export.PolicyExporter(q_network, export.QValueOutputs(), ['int8'],
-                                   lambda *_: None, str(tmp_path / 'export'))
+  exporter = export.PolicyExporter(q_network, model_checks.QValueOutputs(),
+                                   ['int8'], lambda *_: None,
+                                   str(tmp_path / 'export'))
   observations = environments.random_walk_observations(env, 500, seed=4)
   result, = exporter.export(step, observations)
   figures = result.check.figures
@@ -113,7 +115,7 @@ def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
                                 q_network.observation_normalizer.shift)
   # The kept model plays what the fp32 weights saved beside it play.
   q_network.set_weights(export.kept_network_weights(model_path))
-  kept = export.check_q_model(model_bytes, q_network, observations, 0.95,
+  kept = model_checks.check_q_model(model_bytes, q_network, observations, 0.95,
                               0.05, q_network.observation_normalizer)
   assert kept.passed and kept.figures['tie_rate'] == 0, kept
 
