@@ -273,12 +273,12 @@ class PolicyExporter:
           network, lambda: conversion.fold_normalization(network, fitted),
           fitted(raw), conversion.network_outputs(network, raw).numpy()):
         normalizer = fitted
-        transforms.append('conversion.fold_normalization')
+        transforms.append('fold_normalization')
     inputs = conversion.network_inputs(network, observations, normalizer)
     if self._equalize and conversion.exactly(
         network, lambda: conversion.equalize_layers(network), inputs,
         conversion.network_outputs(network, inputs).numpy()):
-      transforms.append('conversion.equalize_layers')
+      transforms.append('equalize_layers')
     return output_scale, normalizer, transforms
 
   def _save(self, result: ExportResult, output_scale: float,

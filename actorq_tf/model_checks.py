@@ -263,8 +263,8 @@ class QValueOutputs:
         network, lambda: conversion.scale_q_head(network, inputs,
                                       self.q_output_quantile),
         inputs, centred / scale):
-      return 1.0, ['conversion.centre_q_values']
-    return scale, ['conversion.centre_q_values', 'conversion.scale_q_head']
+      return 1.0, ['centre_q_values']
+    return scale, ['centre_q_values', 'scale_q_head']
 
   def check(self, model_bytes: bytes, network: network_lib.Network,
             observations: np.ndarray, normalizer, output_scale: float,

@@ -8,7 +8,7 @@
     checkpoints/      the learner's TF checkpoints
     replay_checkpoints/  the Reverb server's
     models/           the newest published model of each precision, and
-                      the ones a run keeps (see launcher.KeptModels)
+                      the ones a run keeps (see run_results.ResultKeeper)
     eval/results.jsonl, eval/versions/v<version>/  the evaluator's
     logs/<role>.log   each role's output
     <role>/           each role's TensorBoard summaries

@@ -53,6 +53,7 @@ from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
+from actorq_tf import supervision
 from actorq_tf.config import bound_parameter as bound
 from actorq_tf.errors import ActorQError
 from benchmarks.end_to_end import STOCK
@@ -209,7 +210,7 @@ def train_to_target(root_dir: str, seed: int = 0,
               env_steps_to_target=env_steps[0], train_steps_to_target=step,
               target_evaluation={k: result[k] for k in ('version',
                                                         'return_fp32')})
-      budget = launcher.over_budget(max_env_steps, max_wall_time_s,
+      budget = supervision.over_budget(max_env_steps, max_wall_time_s,
                                     env_steps[0], time.monotonic() - start)
       if target_time is not None:
         if budget or (time.monotonic() - target_time >=

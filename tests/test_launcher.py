@@ -15,6 +15,8 @@ from actorq_tf import evaluation
 from actorq_tf import launcher
 from actorq_tf import placement
 from actorq_tf import run_directory
+from actorq_tf import run_results
+from actorq_tf import supervision
 from actorq_tf.errors import ActorQError
 
 
@@ -30,8 +32,8 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   _write_actor(root_dir, 1, recent_model_share=0.25, consecutive_refusals=2,
                last_refusal='version 300: it fails its checksum')
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(
-      12.0, launcher._progress(placement.Machine(root_dir), 2), [])
+  line = run_results.progress_line(
+      12.0, run_results.read_progress(placement.Machine(root_dir), 2), [])
   assert 'actor model v0 (75% of recent steps random: no model)' in line
   assert ('actor_1 REFUSED 2 version(s), last version 300: it fails its '
           'checksum') in line
@@ -52,15 +54,15 @@ def test_progress_line_shows_rows_refused_earlier_and_versions_no_one_published(
   run_directory.write_status(root_dir, 'learner', train_step=300,
                              published_versions=[100, 200, 300])
   # pylint: disable-next=protected-access
-  progress = launcher._progress(placement.Machine(root_dir), 2)
-  line = launcher._progress_line(12.0, progress, [])  # pylint: disable=protected-access
+  progress = run_results.read_progress(placement.Machine(root_dir), 2)
+  line = run_results.progress_line(12.0, progress, [])  # pylint: disable=protected-access
   assert ('actor_0 refused 1 row(s) earlier, last version 10000000: its '
           'signature does not verify') in line
   assert 'eval REFUSED 1 version(s), last version 9' in line
   assert 'actor_1 RAN VERSION(S) THE LEARNER NEVER PUBLISHED: [250]' in line
   assert 'actor_0 RAN' not in line
   # pylint: disable-next=protected-access
-  assert launcher._versions_run(progress['actors'][1], progress['learner']) == {
+  assert run_results.versions_run(progress['actors'][1], progress['learner']) == {
       'count': 3, 'first': 100, 'last': 300, 'not_published_by_learner': [250]}
 
 
@@ -73,8 +75,8 @@ def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
       'since the last export', refused_exports=2,
       last_refused_export='int8 version 2000: mean Q regret 0.9')
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(
-      12.0, launcher._progress(placement.Machine(root_dir), 1), [])
+  line = run_results.progress_line(
+      12.0, run_results.read_progress(placement.Machine(root_dir), 1), [])
   assert ('learner SKIPPED 1 export(s), last step 1500: 3 observations came '
           'from the actors since the last export') in line
   assert ('learner REFUSED 2 export(s), last int8 version 2000: mean Q '
@@ -85,14 +87,14 @@ def test_progress_line_is_quiet_when_every_step_comes_from_a_model(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
   # pylint: disable-next=protected-access
-  line = launcher._progress_line(
-      12.0, launcher._progress(placement.Machine(root_dir), 1), [])
+  line = run_results.progress_line(
+      12.0, run_results.read_progress(placement.Machine(root_dir), 1), [])
   assert 'random' not in line and 'REFUSED' not in line
 
 
 def test_refusals_stop_the_run_by_count_or_by_time():
   now = time.time()
-  watch = launcher._RefusalWatch(  # pylint: disable=protected-access
+  watch = supervision.RefusalWatch(  # pylint: disable=protected-access
       max_versions=3, max_seconds=60, max_replay_items=1000, since=now - 10)
   watch.check({'actor_0': {'consecutive_refusals': 2, 'refusing_since': now,
                            'time': now}}, {})
@@ -133,7 +135,7 @@ def _evaluated(root_dir, version, return_int8):
 
 def test_one_lucky_evaluation_does_not_meet_the_target(tmp_path):
   root_dir = str(tmp_path)
-  keeper = launcher._ResultKeeper(  # pylint: disable=protected-access
+  keeper = run_results.ResultKeeper(  # pylint: disable=protected-access
       root_dir, evaluation.StoppingRule('return_int8', 475.0, 2, 3),
       placement.Machine(root_dir), log=print)
   met = [keeper.add(_evaluated(root_dir, version, score)) for version, score
@@ -158,7 +160,7 @@ def test_restart_policy():
       root_dir='unused', gin_files=[], gin_bindings=[], actor_precision='int8',
       num_actors=1, seed=0, max_env_steps=0, max_wall_time_s=60.0,
       max_role_restarts=2, min_uptime_for_restart_s=20.0)
-  refusal = functools.partial(launcher.restart_refusal, settings)
+  refusal = functools.partial(supervision.restart_refusal, settings)
   # A role that ran a while and failed is restarted, up to the limit.
   assert refusal(0, 1, 60.0, False) is None
   assert 'restarted 2 times' in refusal(2, 1, 60.0, False)
@@ -171,7 +173,7 @@ def test_restart_policy():
   # only those chaos did not cause, and restarts a chaos kill regardless.
   assert refusal(5, -9, 60.0, True) is None
   off = dataclasses.replace(settings, restart_failed_roles=False)
-  assert launcher.restart_refusal(off, 0, -9, 60.0, False) == (
+  assert supervision.restart_refusal(off, 0, -9, 60.0, False) == (
       'restarts are off')
 
 
@@ -212,7 +214,7 @@ def test_chaos_hits_each_kind_of_role_alike_however_many_actors():
            ['learner', 'eval'] + [f'actor_{i}' for i in range(16)]]
   rng = random.Random(0)
   # pylint: disable-next=protected-access
-  victims = [launcher._chaos_victim(rng, roles).name for _ in range(3000)]
+  victims = [supervision.chaos_victim(rng, roles).name for _ in range(3000)]
   kinds = collections.Counter(
       'actor' if v.startswith('actor_') else v for v in victims)
   assert set(kinds) == {'learner', 'eval', 'actor'}

@@ -1,0 +1,235 @@
+"""A run's results: the stopping rule applied to each evaluation and the
+models kept (target, best), the progress read from the roles' status and
+its line, and the summary written when the run ends."""
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+import numpy as np
+
+from actorq_tf import evaluation
+from actorq_tf import run_directory
+
+if TYPE_CHECKING:
+  from actorq_tf.launcher import RunSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class Clock:
+  start: float  # time.monotonic()
+  wall_time: float  # time.time() at the same moment
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+  """How a run ended: its status ('target_reached', a budget's name,
+  'interrupted (SIGINT)', 'failed') and, if a role failed, why."""
+  status: str
+  error: Optional[str] = None
+
+
+def target_metric(precision: str) -> str:
+  # int8 actors are judged by the int8 model they run; the other precisions
+  # run (a close copy of) the fp32 network.
+  return 'return_int8' if precision == 'int8' else 'return_fp32'
+
+
+class ResultKeeper:
+  """Applies the stopping rule to each evaluation as it comes, and keeps
+  (in `models/target/` and `models/best/`, where the evaluator runs) the
+  evaluated versions that met it and that scored best: their int8 model,
+  fp32 weights and checkpoint, and evaluation."""
+
+  def __init__(self, root_dir: str, rule: evaluation.StoppingRule,
+               roles_placement, log):
+    self._root_dir = root_dir
+    self.rule = rule
+    self._placement = roles_placement
+    self._log = log
+    self.best: Optional[Dict] = None
+    self.target: Optional[Dict] = None
+    self.post_target: List[Dict] = []
+
+  def recall_best(self) -> None:
+    """Takes up what an earlier launch of a resumed run kept as its best
+    (read where the evaluator runs, once it does)."""
+    self.best = self._placement.read_kept_evaluation('best')
+
+  def add_after_stop(self, result: Dict) -> None:
+    """An evaluation that ended after the run stopped: it may be the best,
+    but it neither meets the rule nor follows the target."""
+    self._keep_if_best(result)
+
+  def _keep_if_best(self, result: Dict) -> None:
+    metric = self.rule.metric
+    if self.best is None or result[metric] > self.best[metric]:
+      if self._keep(result, 'best'):
+        self.best = result
+
+  def add(self, result: Dict) -> bool:
+    """Takes the next evaluation; True when it completes the rule."""
+    self._keep_if_best(result)
+    if self.target is not None:
+      self.post_target.append(result)
+      return False
+    if not self.rule.met_by(result) or not self._keep(result, 'target'):
+      return False
+    self.target = result
+    return True
+
+  def model_path(self, name: str) -> str:
+    return run_directory.kept_model_path(self._root_dir, name)
+
+  def _keep(self, result: Dict, name: str) -> bool:
+    try:
+      self._placement.keep_version(result['version'], name)
+    except OSError as e:
+      self._log(f'WARNING: could not keep evaluated version '
+                f'{result["version"]} as the {name} model ({e}).')
+      return False
+    return True
+
+
+def evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
+  if result is None:
+    return None
+  return {'version': result['version'],
+          'return_int8': result['return_int8'],
+          'return_fp32': result['return_fp32'],
+          'time': result.get('time'),
+          'episodes': len(result['returns_int8'])}
+
+
+def summarize(summary: Dict, outcome: Outcome, settings: 'RunSettings',
+              roles_on, roles: List, keeper: 'ResultKeeper',
+              clock: Clock, seen_results: int,
+              look_seconds: List[float]) -> None:
+  """Completes `summary` once every role stopped: how the run ended, the
+  model it keeps and what it played, the counters and the roles' fates."""
+  progress = read_progress(roles_on, settings.num_actors)
+  results = roles_on.read_results()
+  for result in results[seen_results:]:  # Ended while the roles stopped.
+    keeper.add_after_stop(result)
+  kept_name = 'target' if keeper.target else 'best' if keeper.best else None
+  kept = keeper.target or keeper.best
+  summary.update(
+      status=outcome.status,
+      error=outcome.error,
+      wall_time_s=round(time.monotonic() - clock.start, 1),
+      env_steps=progress['env_steps'],
+      train_steps=progress['train_steps'],
+      # The kept model and what it played: the version that met the target,
+      # else the best evaluated one.
+      model_path=kept_name and keeper.model_path(kept_name),
+      eval_version=kept and kept['version'],
+      eval_return_int8=kept and kept['return_int8'],
+      eval_return_fp32=kept and kept['return_fp32'],
+      target_evaluation=evaluation_summary(keeper.target),
+      target_model_path=keeper.target and keeper.model_path('target'),
+      best_evaluation=evaluation_summary(keeper.best),
+      best_model_path=keeper.best and keeper.model_path('best'),
+      last_evaluation=evaluation_summary(results[-1] if results else None),
+      post_target_returns=[[r['version'], r[summary['target_metric']]]
+                           for r in keeper.post_target],
+      # Replay ratio, and replay items the learner refused (see replay).
+      **{k: v for k, v in progress['learner'].items()
+         if k.startswith('replay_') and k != 'replay_size'},
+      last_replay_refusal=progress['learner'].get('last_replay_refusal'),
+      model_update_bytes=progress['model_update_bytes'].get(
+          settings.actor_precision),
+      # Share of each actor's env steps whose action a model chose (the
+      # rest came before its first model) and versions it refused.
+      actor_model_share={run_directory.actor_role(i): a.get('model_share')
+                         for i, a in enumerate(progress['actors'])},
+      actor_refused_versions={run_directory.actor_role(i):
+                              a.get('refused_versions', 0)
+                              for i, a in enumerate(progress['actors'])},
+      eval_refused_versions=progress['evaluator'].get('refused_versions', 0),
+      # Which versions each actor acted with: all signed with the run key,
+      # and all published by the learner (else named here and in progress).
+      actor_versions_run={
+          run_directory.actor_role(i): versions_run(a, progress['learner'])
+          for i, a in enumerate(progress['actors'])},
+      role_restarts={role.name: role.restarts for role in roles},
+      monitor_look_s={
+          'looks': len(look_seconds),
+          'median': (round(float(np.median(look_seconds)), 4)
+                     if look_seconds else None),
+          'max': round(max(look_seconds), 4) if look_seconds else None},
+      exit_codes={role.name: role.exit_code() for role in roles},
+      **roles_on.summary())
+
+
+def pullers(progress: Dict) -> Dict[str, Dict]:
+  """The status of each role that pulls models, by role name."""
+  pullers = {run_directory.actor_role(i): a
+             for i, a in enumerate(progress['actors'])}
+  pullers[run_directory.EVALUATOR_ROLE] = progress['evaluator']
+  return pullers
+
+
+def versions_run(actor: Dict, learner: Dict) -> Dict:
+  versions = actor.get('versions_run', [])
+  return {'count': len(versions),
+          'first': versions[0] if versions else None,
+          'last': versions[-1] if versions else None,
+          'not_published_by_learner': sorted(
+              set(versions) - set(learner.get('published_versions', [])))}
+
+
+def read_progress(roles_on, num_actors: int) -> Dict:
+  actors = [roles_on.read_status(run_directory.actor_role(i)) or {}
+            for i in range(num_actors)]
+  learner = roles_on.read_status(run_directory.LEARNER_ROLE) or {}
+  return {
+      'actors': actors,
+      'evaluator': roles_on.read_status(run_directory.EVALUATOR_ROLE) or {},
+      'env_steps': sum(a.get('env_steps', 0) for a in actors),
+      'env_steps_per_second': sum(a.get('env_steps_per_second', 0.0)
+                                  for a in actors),
+      'model_versions': [a.get('model_version', 0) for a in actors],
+      'train_steps': learner.get('train_step', 0),
+      'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
+      'model_update_bytes': learner.get('model_update_bytes', {}),
+      'learner': learner,
+  }
+
+
+def progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
+  line = (f'[{elapsed_s:6.0f} s] env steps {progress["env_steps"]:,} '
+          f'({progress["env_steps_per_second"]:,.0f}/s) | train steps '
+          f'{progress["train_steps"]:,} '
+          f'({progress["train_steps_per_second"]:,.0f}/s) | actor model '
+          f'v{min(progress["model_versions"] or [0])}')
+  actors = progress['actors']
+  random_share = max((1.0 - a.get('recent_model_share', 0.0) for a in actors
+                      if a.get('env_steps')), default=0.0)
+  if random_share >= 0.005:
+    line += f' ({random_share:.0%} of recent steps random: no model)'
+  learner = progress.get('learner', {})
+  for name, status in pullers(progress).items():
+    if status.get('consecutive_refusals'):
+      line += (f' | {name} REFUSED {status["consecutive_refusals"]} '
+               f'version(s), last {status.get("last_refusal")}')
+    elif status.get('refused_versions'):
+      line += (f' | {name} refused {status["refused_versions"]} row(s) '
+               f'earlier, last {status.get("last_refusal")}')
+  for index, actor in enumerate(actors):
+    # Cannot happen unless the run key leaked: said, not assumed.
+    unpublished = versions_run(actor, learner)['not_published_by_learner']
+    if learner and unpublished:
+      line += (f' | actor_{index} RAN VERSION(S) THE LEARNER NEVER '
+               f'PUBLISHED: {unpublished[:3]}')
+  if learner.get('replay_items_refused'):
+    line += (f' | learner REFUSED {learner["replay_items_refused"]:,} of '
+             f'{learner["replay_items_checked"]:,} replay items, last '
+             f'{learner.get("last_replay_refusal")}')
+  for kind in ('skipped', 'refused'):
+    if learner.get(f'{kind}_exports'):
+      line += (f' | learner {kind.upper()} {learner[f"{kind}_exports"]} '
+               f'export(s), last {learner.get(f"last_{kind}_export")}')
+  if results:
+    r = results[-1]
+    line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '
+             f'fp32 {r["return_fp32"]:.1f}')
+  return line
