@@ -10,7 +10,6 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from actorq_tf import conversion
 from actorq_tf import runtime
 runtime.import_tensorflow()  # Before the modules below import it.
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -18,6 +17,7 @@ from actorq_tf import PRECISIONS
 from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import config
+from actorq_tf import conversion
 from actorq_tf import energy
 from actorq_tf import environments
 from actorq_tf import errors

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import PROJECT_ROOT
 
-_SOURCES = ('actorq_tf', 'binaries', 'gin_configs', 'setup.py', 'MANIFEST.in',
+_SOURCES = ('actorq_tf', 'binaries', 'gin_configs', 'docs', 'setup.py',
+            'MANIFEST.in',
             'README.md', 'requirements.txt', 'requirements-test.txt',
             'constraints.txt')
 
