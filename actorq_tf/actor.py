@@ -8,7 +8,7 @@ seconds, it asks for a newer model.
 """
 from concurrent import futures
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from absl import logging
 import gin
@@ -311,61 +311,31 @@ def run_actor(root_dir: str,
         lambda: _walk_observations(actor_seed))
 
     role = run_directory.actor_role(actor_index)
-    summary_writer = metrics.summary_writer(root_dir, role)
     previous_run = run_directory.read_status(root_dir, role) or {}
     steps = previous_run.get('env_steps', 0)
-    episodes = previous_run.get('episodes', 0)
     # Env steps whose action no model chose (none had arrived yet) are
     # counted by the collect policy and shown everywhere, so that an actor
     # never acts at random unnoticed.
     collect = collect_policy(
         env, policy, actor_index, num_actors, actor_seed, first_step=steps,
         steps_without_model=previous_run.get('steps_without_model', 0))
-    # Every version it acted with, each signed by the run's learner: the
-    # launcher checks them against what the learner published.
-    versions_run = previous_run.get('versions_run', [])
+    reporter = ActorReporter(root_dir, role, precision, policy, collect,
+                             novelty, status_interval_s, previous_run)
     if steps:
       logging.info('Going on from env step %d of an earlier run of %s.', steps,
                    role)
     max_env_steps = max_env_steps and steps + max_env_steps
     episode_return, episode_length = 0.0, 0
-    recent_returns, recent_lengths = [], []
-    pull_seconds = 0.0
-    steps_per_second = metrics.RateMeter(steps)
-    recent_steps = steps
-    recent_steps_without_model = collect.steps_without_model
-    next_status_time = time.monotonic()
     server_lost = False
     next_pull_step, next_pull_time = steps, time.monotonic()
     stepper = environments.DirectSteps(env)
     boundary_action = np.broadcast_to(
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
-
-    def report(loop_seconds=None, **extra):
-      steps_without_model = collect.steps_without_model
-      share = (1.0 - steps_without_model / steps) if steps else 0.0
-      interval_steps = steps - recent_steps
-      recent_share = (1.0 - (steps_without_model - recent_steps_without_model) /
-                      interval_steps) if interval_steps else share
-      refusals = policy.refusals()
-      loop_seconds = loop_seconds or time.monotonic() - loop_start
-      time_share = {name: value / max(loop_seconds, 1e-9)
-                    for name, value in seconds.items()}
-      time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
-      return dict(env_steps=steps, episodes=episodes, time_share=time_share,
-                  model_version=policy.version, versions_run=versions_run,
-                  precision=precision,
-                  steps_without_model=steps_without_model, model_share=share,
-                  recent_model_share=recent_share, loop_seconds=loop_seconds,
-                  **refusals, **extra)
-
     if wait_for_first_model_s:
       _wait_for_first_model(policy, wait_for_first_model_s, watchdog)
-      versions_run.append(policy.version)
-    # Where the loop's time goes: policy (and exploration), env steps (and
-    # resets), replay writes; the rest is model pulls, status and the loop.
-    seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
-    loop_start = time.monotonic()
+      reporter.took_version(policy.version)
+
+    seconds = reporter.start_loop()  # policy, env, replay: see ActorReporter
     observation, step_type = stepper.reset(), _FIRST
     while not should_stop() and not (max_env_steps and steps >= max_env_steps):
       watchdog.beat()
@@ -375,7 +345,7 @@ def run_actor(root_dir: str,
         pull_start = time.monotonic()
         try:
           if policy.update():
-            versions_run.append(policy.version)
+            reporter.took_version(policy.version)
           if server_lost:
             logging.info('The Reverb server answers again.')
             server_lost = False
@@ -385,7 +355,7 @@ def run_actor(root_dir: str,
                             'and collecting.', type(e).__name__,
                             policy.version)
             server_lost = True
-        pull_seconds += time.monotonic() - pull_start
+        reporter.pull_seconds += time.monotonic() - pull_start
 
       policy_start = time.perf_counter()
       action = collect.act(observation)
@@ -412,9 +382,7 @@ def run_actor(root_dir: str,
             step_type=_LAST, observation=next_observation,
             action=boundary_action, policy_info=(), next_step_type=_FIRST,
             reward=_ZERO, discount=_ONE))
-        recent_returns.append(episode_return)
-        recent_lengths.append(episode_length)
-        episodes += 1
+        reporter.episode_ended(episode_return, episode_length)
         episode_return, episode_length = 0.0, 0
         reset_start = time.perf_counter()
         seconds['replay'] += reset_start - replay_start
@@ -424,54 +392,135 @@ def run_actor(root_dir: str,
         observation, step_type = next_observation, _MID
         seconds['replay'] += time.perf_counter() - replay_start
 
-      if time.monotonic() >= next_status_time:
-        rate = steps_per_second.rate(steps)
-        mean_return = (float(np.mean(recent_returns)) if recent_returns
-                       else None)
-        novelty_figures = novelty.summary() if novelty.enabled else {}
-        status = report(
-            env_steps_per_second=rate, episode_return=mean_return,
-            model_pull_seconds=pull_seconds,
-            replay_blocked_seconds=experience_writer.blocked_seconds,
-            novelty=novelty_figures)
-        with summary_writer.as_default(step=steps):
-          tf.summary.scalar('actor/env_steps_per_second', rate)
-          tf.summary.scalar('actor/model_version', policy.version)
-          tf.summary.scalar('actor/model_pull_seconds', pull_seconds)
-          tf.summary.scalar('actor/model_share',
-                            status['recent_model_share'])
-          tf.summary.scalar('actor/refused_versions',
-                            status['refused_versions'])
-          for name, share in status['time_share'].items():
-            tf.summary.scalar(f'actor/time_share/{name}', share)
-          if status['last_refusal']:
-            tf.summary.text('actor/last_refusal', status['last_refusal'])
-          for name, value in collect.summary().items():
-            tf.summary.scalar(f'actor/{name}', value)
-          for name, value in novelty_figures.items():
-            tf.summary.scalar(f'actor/novelty/{name}', value)
-          if mean_return is not None:
-            tf.summary.scalar('actor/episode_return', mean_return)
-            tf.summary.scalar('actor/episode_length',
-                              np.mean(recent_lengths))
-        run_directory.write_status(root_dir, role, **status)
-        recent_steps = steps
-        recent_steps_without_model = collect.steps_without_model
-        recent_returns, recent_lengths = [], []
-        next_status_time = time.monotonic() + status_interval_s
+      if reporter.due():
+        reporter.write(steps, experience_writer.blocked_seconds)
 
-    # Seconds of this run's env loop, model pulls included: its steps/s
-    # without process start-up, the wait for a first model or the last flush.
-    loop_seconds = time.monotonic() - loop_start
+    loop_seconds = reporter.loop_seconds()
     experience_writer.close()
-    summary_writer.close()
-    run_directory.write_status(root_dir, role, **report(
-        stopped=True, loop_seconds=loop_seconds,
-        model_pull_seconds=pull_seconds,
-        replay_blocked_seconds=experience_writer.blocked_seconds))
+    reporter.close(steps, experience_writer.blocked_seconds, loop_seconds)
     return steps
   finally:
     watchdog.stop()
+
+
+class ActorReporter:
+  """What an actor shows, beside its loop: its status file and TensorBoard
+  every `interval_s` seconds, and where the loop's time goes.
+
+  The loop adds to `seconds` (policy and exploration, env steps and resets,
+  replay writes; the rest of a loop's time is model pulls, status and the
+  loop itself) and `pull_seconds`, and tells of versions and episodes. A
+  restarted actor goes on from `previous_run`, its last status.
+  """
+
+  def __init__(self, root_dir: str, role: str, precision: str, policy,
+               collect: exploration.ExploringPyPolicy,
+               novelty: exploration.CountBonus, interval_s: float,
+               previous_run: Dict):
+    self._root_dir = root_dir
+    self._role = role
+    self._precision = precision
+    self._policy = policy
+    self._collect = collect
+    self._novelty = novelty
+    self._interval_s = interval_s
+    self._writer = metrics.summary_writer(root_dir, role)
+    self._steps = previous_run.get('env_steps', 0)
+    self._episodes = previous_run.get('episodes', 0)
+    # Every version it acted with, each signed by the run's learner: the
+    # launcher checks them against what the learner published.
+    self._versions_run = previous_run.get('versions_run', [])
+    self._rate = metrics.RateMeter(self._steps)
+    self._recent_steps = self._steps
+    self._recent_steps_without_model = collect.steps_without_model
+    self._recent_returns: List[float] = []
+    self._recent_lengths: List[int] = []
+    self._next_time = time.monotonic()
+    self._loop_start = time.monotonic()
+    self.seconds = {'policy': 0.0, 'env': 0.0, 'replay': 0.0}
+    self.pull_seconds = 0.0
+
+  def start_loop(self) -> Dict[str, float]:
+    """Starts the loop's clock; returns `seconds`, for the loop to add to."""
+    self._loop_start = time.monotonic()
+    return self.seconds
+
+  def loop_seconds(self) -> float:
+    """Seconds of this run's env loop, model pulls included: its steps/s
+    without process start-up, the wait for a first model or the last
+    flush."""
+    return time.monotonic() - self._loop_start
+
+  def took_version(self, version: int) -> None:
+    self._versions_run.append(version)
+
+  def episode_ended(self, episode_return: float, length: int) -> None:
+    self._recent_returns.append(episode_return)
+    self._recent_lengths.append(length)
+    self._episodes += 1
+
+  def due(self) -> bool:
+    return time.monotonic() >= self._next_time
+
+  def _status(self, steps: int, loop_seconds: float, **extra) -> Dict:
+    steps_without_model = self._collect.steps_without_model
+    share = (1.0 - steps_without_model / steps) if steps else 0.0
+    interval_steps = steps - self._recent_steps
+    recent_share = (1.0 - (steps_without_model -
+                           self._recent_steps_without_model) /
+                    interval_steps) if interval_steps else share
+    time_share = {name: value / max(loop_seconds, 1e-9)
+                  for name, value in self.seconds.items()}
+    time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
+    return dict(env_steps=steps, episodes=self._episodes,
+                time_share=time_share, model_version=self._policy.version,
+                versions_run=self._versions_run, precision=self._precision,
+                steps_without_model=steps_without_model, model_share=share,
+                recent_model_share=recent_share, loop_seconds=loop_seconds,
+                model_pull_seconds=self.pull_seconds,
+                **self._policy.refusals(), **extra)
+
+  def write(self, steps: int, replay_blocked_seconds: float) -> None:
+    """The status file and TensorBoard points of the last interval."""
+    rate = self._rate.rate(steps)
+    mean_return = (float(np.mean(self._recent_returns))
+                   if self._recent_returns else None)
+    novelty = self._novelty.summary() if self._novelty.enabled else {}
+    status = self._status(
+        steps, self.loop_seconds(), env_steps_per_second=rate,
+        episode_return=mean_return,
+        replay_blocked_seconds=replay_blocked_seconds, novelty=novelty)
+    with self._writer.as_default(step=steps):
+      tf.summary.scalar('actor/env_steps_per_second', rate)
+      tf.summary.scalar('actor/model_version', self._policy.version)
+      tf.summary.scalar('actor/model_pull_seconds', self.pull_seconds)
+      tf.summary.scalar('actor/model_share', status['recent_model_share'])
+      tf.summary.scalar('actor/refused_versions', status['refused_versions'])
+      for name, share in status['time_share'].items():
+        tf.summary.scalar(f'actor/time_share/{name}', share)
+      if status['last_refusal']:
+        tf.summary.text('actor/last_refusal', status['last_refusal'])
+      for name, value in self._collect.summary().items():
+        tf.summary.scalar(f'actor/{name}', value)
+      for name, value in novelty.items():
+        tf.summary.scalar(f'actor/novelty/{name}', value)
+      if mean_return is not None:
+        tf.summary.scalar('actor/episode_return', mean_return)
+        tf.summary.scalar('actor/episode_length',
+                          np.mean(self._recent_lengths))
+    run_directory.write_status(self._root_dir, self._role, **status)
+    self._recent_steps = steps
+    self._recent_steps_without_model = self._collect.steps_without_model
+    self._recent_returns, self._recent_lengths = [], []
+    self._next_time = time.monotonic() + self._interval_s
+
+  def close(self, steps: int, replay_blocked_seconds: float,
+            loop_seconds: float) -> None:
+    """The last status, marked stopped."""
+    self._writer.close()
+    run_directory.write_status(self._root_dir, self._role, **self._status(
+        steps, loop_seconds, stopped=True,
+        replay_blocked_seconds=replay_blocked_seconds))
 
 
 def _walk_observations(seed: int) -> np.ndarray:

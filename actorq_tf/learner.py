@@ -11,10 +11,11 @@ import os
 import tempfile
 import threading
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import gin
+import numpy as np
 import reverb
 import tensorflow as tf
 from tf_agents.utils import common
@@ -124,41 +125,12 @@ def train(root_dir: str,
                  restored_train_step)
 
   writer = metrics.summary_writer(root_dir, run_directory.LEARNER_ROLE)
-  publisher = model_channel.ModelPublisher(client, key)
-  # What one model update costs to send to an actor, per actor precision.
-  model_update_bytes = {}
   # Every version this run's learner published: the launcher checks the
   # actors' versions against them.
-  published_versions = (run_directory.read_status(
-      root_dir, run_directory.LEARNER_ROLE) or {}).get('published_versions', [])
-
-  def publish(results, weights):
-    # Listed in the status before the rows go out: a learner killed between
-    # the two would else leave actors running a version that the launcher
-    # finds in no list of the learner's. A version listed but not sent is
-    # harmless.
-    published_versions.append(results[0].version)
-    status_trigger.amend(published_versions=published_versions)
-    try:
-      publisher.publish_exports(results, weights)
-    except SERVER_ERRORS as e:
-      logging.warning('Could not publish version %d (%s); the next export '
-                      'will try again.', results[0].version, e)
-      return
-    model_update_bytes.update(
-        {r.precision: len(r.model_bytes) for r in results},
-        tf=sum(w.nbytes for w in weights))
-    with writer.as_default(step=results[0].version):
-      for result in results:
-        prefix = f'export/{result.precision}'
-        for name, value in result.check.figures.items():
-          tf.summary.scalar(f'{prefix}/{name}', value)
-        tf.summary.scalar(f'{prefix}/convert_seconds', result.convert_seconds)
-        tf.summary.scalar(f'{prefix}/model_bytes', len(result.model_bytes))
-    logging.info('Published version %d: %s', results[0].version, '; '.join(
-        f'{r.precision} ' + ' '.join(
-            f'{name} {value:.4f}' for name, value in r.check.figures.items()) +
-        f' ({r.convert_seconds:.2f} s)' for r in results))
+  publication = Publication(
+      model_channel.ModelPublisher(client, key), writer,
+      (run_directory.read_status(root_dir, run_directory.LEARNER_ROLE) or {}
+      ).get('published_versions', []))
 
   step_lock = threading.Lock()  # Held while the weights change or are read.
   # Replay items and calibration observations that the run key does not
@@ -169,7 +141,7 @@ def train(root_dir: str,
       os.path.join(root_dir, run_directory.MODELS_DIR), export_interval,
       precisions=['int8'] + (
           [actor_precision] if actor_precision in ('fp16', 'fp32') else []),
-      publish=publish,
+      publish=publication,
       weights_source=policy_average.get_weights if policy_average else None,
       num_calibration_observations=num_calibration_observations,
       calibration_extremes_window=calibration_extremes_window,
@@ -186,13 +158,13 @@ def train(root_dir: str,
 
   def figures(step):
     return dict(train_step=step, restored_train_step=restored_train_step,
-                model_update_bytes=model_update_bytes,
-                published_versions=published_versions,
+                **publication.figures(),
                 **replay_refusals.figures(), **export_trigger.figures(),
                 **energy_figures(step))
 
   status_trigger = StatusTrigger(root_dir, client, summary_interval, figures,
                                  start_step=restored_train_step)
+  publication.amend_status = status_trigger.amend
   finished = threading.Event()
 
   def finish():
@@ -385,6 +357,62 @@ def export_policy(env, policy_network, calibration_observations,
         precisions, publish=lambda results, weights: None,
         model_dir=model_dir or scratch_dir)
     return exporter.export(0, calibration_observations)
+
+
+class Publication:
+  """What the learner does with the models its exporter passed: lists the
+  version in its status, sends the signed rows, and shows each model's check
+  figures in TensorBoard and the log. Called as `PolicyExporter`'s publish.
+
+  Args:
+    publisher: sends the rows.
+    writer: the learner's TensorBoard writer.
+    published_versions: versions published by earlier runs of the learner.
+  """
+
+  def __init__(self, publisher: model_channel.ModelPublisher, writer,
+               published_versions: List[int]):
+    self._publisher = publisher
+    self._writer = writer
+    self.published_versions = published_versions
+    # What one model update costs to send to an actor, per actor precision.
+    self.model_update_bytes: Dict[str, int] = {}
+    # The status trigger's `amend`, once there is one.
+    self.amend_status: Callable[..., None] = lambda **figures: None
+
+  def __call__(self, results: Sequence[export.ExportResult],
+               weights: Sequence[np.ndarray]) -> None:
+    version = results[0].version
+    # Listed in the status before the rows go out: a learner killed between
+    # the two would else leave actors running a version that the launcher
+    # finds in no list of the learner's. A version listed but not sent is
+    # harmless.
+    self.published_versions.append(version)
+    self.amend_status(published_versions=self.published_versions)
+    try:
+      self._publisher.publish_exports(results, weights)
+    except SERVER_ERRORS as e:
+      logging.warning('Could not publish version %d (%s); the next export '
+                      'will try again.', version, e)
+      return
+    self.model_update_bytes.update(
+        {r.precision: len(r.model_bytes) for r in results},
+        tf=sum(w.nbytes for w in weights))
+    with self._writer.as_default(step=version):
+      for result in results:
+        prefix = f'export/{result.precision}'
+        for name, value in result.check.figures.items():
+          tf.summary.scalar(f'{prefix}/{name}', value)
+        tf.summary.scalar(f'{prefix}/convert_seconds', result.convert_seconds)
+        tf.summary.scalar(f'{prefix}/model_bytes', len(result.model_bytes))
+    logging.info('Published version %d: %s', version, '; '.join(
+        f'{r.precision} ' + ' '.join(
+            f'{name} {value:.4f}' for name, value in r.check.figures.items()) +
+        f' ({r.convert_seconds:.2f} s)' for r in results))
+
+  def figures(self) -> Dict:
+    return dict(model_update_bytes=self.model_update_bytes,
+                published_versions=self.published_versions)
 
 
 def create_export_trigger(
