@@ -54,7 +54,8 @@ class TFLitePyPolicy(py_policy.PyPolicy):
 
   It drives `tf_agents.train.Actor` or a `py_driver` as any PyPolicy does;
   `collect_policy` puts the algorithm's exploration around it. Before its
-  first model it acts uniformly at random (`greedy_action` is None then).
+  first model it acts uniformly at random (`greedy_action` is None then),
+  and counts those actions in `steps_without_model`.
 
   `update()` pulls a newer model if there is one: the row's signature is
   checked with the run key, then the model is trial-run in a child process
@@ -83,6 +84,7 @@ class TFLitePyPolicy(py_policy.PyPolicy):
     self._random = random_py_policy.RandomPyPolicy(
         env.time_step_spec(), env.action_spec(), seed=seed)
     self._action_dtype = env.action_spec().dtype
+    self.steps_without_model = 0
     super().__init__(env.time_step_spec(), env.action_spec())
 
   @property
@@ -137,6 +139,7 @@ class TFLitePyPolicy(py_policy.PyPolicy):
   def _action(self, time_step, policy_state):
     action = self.greedy_action(time_step.observation)
     if action is None:
+      self.steps_without_model += 1
       return self._random.action(time_step, policy_state)
     return policy_step.PolicyStep(
         np.asarray(action, self._action_dtype), policy_state, ())
@@ -146,7 +149,8 @@ class StockPyPolicy(py_policy.PyPolicy):
   """The stock baseline as a greedy `PyPolicy`: TF-Agents' fp32 QPolicy or
   ActorPolicy run by PyTFEagerPolicy, on the variables the learner signs
   and publishes (pulled as `ReverbVariableContainer` would, signature
-  checked). Acts at random before the first variables."""
+  checked). Acts at random before the first variables, counted in
+  `steps_without_model`."""
 
   def __init__(self, env, server_address: str, key: signing.RunKey,
                seed: int = 0, server_timeout_s: float = 10.0):
@@ -161,6 +165,7 @@ class StockPyPolicy(py_policy.PyPolicy):
     self._has_variables = False
     self._random = random_py_policy.RandomPyPolicy(
         env.time_step_spec(), env.action_spec(), seed=seed)
+    self.steps_without_model = 0
     super().__init__(env.time_step_spec(), env.action_spec())
 
   @property
@@ -190,6 +195,7 @@ class StockPyPolicy(py_policy.PyPolicy):
 
   def _action(self, time_step, policy_state):
     if not self.version:
+      self.steps_without_model += 1
       return self._random.action(time_step, policy_state)
     return self._policy.action(time_step, policy_state)
 

@@ -353,6 +353,7 @@ def test_the_tflite_policy_drives_tf_agents_own_actor_into_replay(
   assert greedy.update(wait=True) and greedy.version == 5
   actions.clear()
   stock_actor(greedy).run()
+  assert greedy.steps_without_model == 0  # driven directly, with a model
   stock_actor(collect).run()
   observers[0].close()
   assert collect.steps_without_model == random_steps

@@ -184,3 +184,22 @@ def test_the_export_trigger_publishes_from_tf_agents_own_learner(
   assert policy.update(wait=True) and policy.version == 100
   assert trigger.figures()['exports'] == 1
   assert refusals.figures()['replay_items_refused'] == 0
+
+
+def test_export_policy_converts_checks_and_keeps_a_model_once(cartpole_gin,
+                                                             tmp_path):
+  del cartpole_gin  # the environment and network of dqn_cartpole.gin
+  from actorq_tf.interpreter import TFLiteModel  # pylint: disable=g-import-not-at-top
+  from helpers import cartpole_observations  # pylint: disable=g-import-not-at-top
+  env = environments.load_environment()
+  network = agents.check_environment(env).policy_network(env)
+  observations = cartpole_observations()
+  results = learner.export_policy(env, network, observations,
+                                  precisions=('int8', 'fp32'),
+                                  model_dir=str(tmp_path))
+  assert [r.precision for r in results] == ['int8', 'fp32']
+  assert all(r.check.passed for r in results), [r.check.reason
+                                                for r in results]
+  assert (tmp_path / 'policy_int8.tflite').exists()
+  model = TFLiteModel(results[0].model_bytes, results[0].normalizer)
+  assert model.greedy_actions(observations[:10]).shape == (10,)
