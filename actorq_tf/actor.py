@@ -29,6 +29,7 @@ from actorq_tf import environments
 from actorq_tf import exploration
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import records
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
@@ -317,14 +318,15 @@ def run_actor(root_dir: str,
         lambda: _walk_observations(actor_seed))
 
     role = run_directory.actor_role(actor_index)
-    previous_run = run_directory.read_status(root_dir, role) or {}
-    steps = previous_run.get('env_steps', 0)
+    previous_run = (run_directory.read_status(root_dir, role) or
+                    records.ActorStatus())
+    steps = previous_run.env_steps
     # Env steps whose action no model chose (none had arrived yet) are
     # counted by the collect policy and shown everywhere, so that an actor
     # never acts at random unnoticed.
     collect = collect_policy(
         env, policy, actor_index, num_actors, actor_seed, first_step=steps,
-        steps_without_model=previous_run.get('steps_without_model', 0))
+        steps_without_model=previous_run.steps_without_model)
     reporter = ActorReporter(root_dir, role, precision, policy, collect,
                              novelty, status_interval_s, previous_run)
     if steps:
@@ -422,7 +424,7 @@ class ActorReporter:
   def __init__(self, root_dir: str, role: str, precision: str, policy,
                collect: exploration.ExploringPyPolicy,
                novelty: exploration.CountBonus, interval_s: float,
-               previous_run: Dict):
+               previous_run: records.ActorStatus):
     self._root_dir = root_dir
     self._role = role
     self._precision = precision
@@ -431,11 +433,11 @@ class ActorReporter:
     self._novelty = novelty
     self._interval_s = interval_s
     self._writer = metrics.summary_writer(root_dir, role)
-    self._steps = previous_run.get('env_steps', 0)
-    self._episodes = previous_run.get('episodes', 0)
+    self._steps = previous_run.env_steps
+    self._episodes = previous_run.episodes
     # Every version it acted with, each signed by the run's learner: the
     # launcher checks them against what the learner published.
-    self._versions_run = previous_run.get('versions_run', [])
+    self._versions_run = previous_run.versions_run
     self._rate = metrics.RateMeter(self._steps)
     self._recent_steps = self._steps
     self._recent_steps_without_model = collect.steps_without_model
@@ -468,7 +470,8 @@ class ActorReporter:
   def due(self) -> bool:
     return time.monotonic() >= self._next_time
 
-  def _status(self, steps: int, loop_seconds: float, **extra) -> Dict:
+  def _status(self, steps: int, loop_seconds: float,
+              **interval) -> records.ActorStatus:
     steps_without_model = self._collect.steps_without_model
     share = (1.0 - steps_without_model / steps) if steps else 0.0
     interval_steps = steps - self._recent_steps
@@ -478,13 +481,13 @@ class ActorReporter:
     time_share = {name: value / max(loop_seconds, 1e-9)
                   for name, value in self.seconds.items()}
     time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
-    return dict(env_steps=steps, episodes=self._episodes,
-                time_share=time_share, model_version=self._policy.version,
-                versions_run=self._versions_run, precision=self._precision,
-                steps_without_model=steps_without_model, model_share=share,
-                recent_model_share=recent_share, loop_seconds=loop_seconds,
-                model_pull_seconds=self.pull_seconds,
-                **self._policy.refusals(), **extra)
+    return records.ActorStatus(
+        env_steps=steps, episodes=self._episodes, time_share=time_share,
+        model_version=self._policy.version, versions_run=self._versions_run,
+        precision=self._precision, steps_without_model=steps_without_model,
+        model_share=share, recent_model_share=recent_share,
+        loop_seconds=loop_seconds, model_pull_seconds=self.pull_seconds,
+        **self._policy.refusals(), **interval)
 
   def write(self, steps: int, replay_blocked_seconds: float) -> None:
     """The status file and TensorBoard points of the last interval."""
@@ -500,12 +503,12 @@ class ActorReporter:
       tf.summary.scalar('actor/env_steps_per_second', rate)
       tf.summary.scalar('actor/model_version', self._policy.version)
       tf.summary.scalar('actor/model_pull_seconds', self.pull_seconds)
-      tf.summary.scalar('actor/model_share', status['recent_model_share'])
-      tf.summary.scalar('actor/refused_versions', status['refused_versions'])
-      for name, share in status['time_share'].items():
+      tf.summary.scalar('actor/model_share', status.recent_model_share)
+      tf.summary.scalar('actor/refused_versions', status.refused_versions)
+      for name, share in status.time_share.items():
         tf.summary.scalar(f'actor/time_share/{name}', share)
-      if status['last_refusal']:
-        tf.summary.text('actor/last_refusal', status['last_refusal'])
+      if status.last_refusal:
+        tf.summary.text('actor/last_refusal', status.last_refusal)
       for name, value in self._collect.summary().items():
         tf.summary.scalar(f'actor/{name}', value)
       for name, value in novelty.items():
@@ -514,7 +517,7 @@ class ActorReporter:
         tf.summary.scalar('actor/episode_return', mean_return)
         tf.summary.scalar('actor/episode_length',
                           np.mean(self._recent_lengths))
-    run_directory.write_status(self._root_dir, self._role, **status)
+    run_directory.write_status(self._root_dir, self._role, status)
     self._recent_steps = steps
     self._recent_steps_without_model = self._collect.steps_without_model
     self._recent_returns, self._recent_lengths = [], []
@@ -524,7 +527,7 @@ class ActorReporter:
             loop_seconds: float) -> None:
     """The last status, marked stopped."""
     self._writer.close()
-    run_directory.write_status(self._root_dir, self._role, **self._status(
+    run_directory.write_status(self._root_dir, self._role, self._status(
         steps, loop_seconds, stopped=True,
         replay_blocked_seconds=replay_blocked_seconds))
 

@@ -9,6 +9,7 @@ the same seeds, and logs both returns: reward retention, side by side. The
 newest evaluated versions are kept on disk (`eval/versions/v<version>/`), so
 that the launcher can keep the one that earned a run's result.
 """
+import dataclasses
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import records
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
@@ -117,6 +119,78 @@ class StoppingRule:
             'episodes_per_evaluation': self.episodes_per_evaluation}
 
 
+class EvaluatorReporter:
+  """The evaluator's status file, TensorBoard points and log lines: its
+  refusals as soon as they change (the launcher stops a run whose evaluator
+  keeps refusing, as it does one whose actors do), the versions it could not
+  evaluate, and each evaluation."""
+
+  def __init__(self, root_dir: str, puller: model_channel.ModelPuller,
+               refusals: model_channel.Refusals):
+    self._root_dir = root_dir
+    self._puller = puller
+    self._refusals = refusals
+    self._writer = metrics.summary_writer(root_dir,
+                                          run_directory.EVALUATOR_ROLE)
+    self._written_refusals = refusals.status()
+    self._status = records.EvaluatorStatus()
+    self._unmatched_versions = set()
+
+  def _write(self, **changes) -> None:
+    self._status = dataclasses.replace(
+        self._status, model_version=self._puller.version,
+        **self._refusals.status(), **changes)
+    run_directory.write_status(self._root_dir, run_directory.EVALUATOR_ROLE,
+                               self._status)
+
+  def show_refusals(self) -> None:
+    if self._refusals.status() == self._written_refusals:
+      return
+    self._written_refusals = self._refusals.status()
+    self._write()
+    with self._writer.as_default(step=self._puller.version):
+      tf.summary.scalar('eval/refused_versions',
+                        self._written_refusals['refused_versions'])
+      tf.summary.text('eval/last_refusal',
+                      self._written_refusals['last_refusal'])
+
+  def not_evaluated(self, model_version: int, variables_version: int) -> None:
+    """int8 `model_version` came without the fp32 variables of its own
+    version: said once per version."""
+    if model_version in self._unmatched_versions:
+      return
+    self._unmatched_versions.add(model_version)
+    logging.warning(
+        'Not evaluating int8 version %d: the fp32 variables are version %d '
+        '(%d version(s) unmatched so far).', model_version, variables_version,
+        len(self._unmatched_versions))
+    self._write(unmatched_versions=len(self._unmatched_versions))
+    with self._writer.as_default(step=model_version):
+      tf.summary.scalar('eval/unmatched_versions',
+                        len(self._unmatched_versions))
+
+  def evaluated(self, result: Dict) -> None:
+    with self._writer.as_default(step=result['version']):
+      tf.summary.scalar('eval/return_int8', result['return_int8'])
+      tf.summary.scalar('eval/return_fp32', result['return_fp32'])
+      kept = retention(result['return_int8'], result['return_fp32'])
+      if kept is not None:
+        tf.summary.scalar('eval/retention_int8_over_fp32', kept)
+    logging.info('Eval version %d: int8 %.1f, fp32 %.1f', result['version'],
+                 result['return_int8'], result['return_fp32'])
+    self._write(evaluations=self._status.evaluations + 1,
+                **{name: result[name] for name in (
+                    'version', 'fp32_version', 'return_int8',
+                    'return_fp32')})
+
+  @property
+  def evaluations(self) -> int:
+    return self._status.evaluations
+
+  def close(self) -> None:
+    self._writer.close()
+
+
 @gin.configurable
 def run_evaluator(root_dir: str,
                   server_address: str,
@@ -171,10 +245,9 @@ def run_evaluator(root_dir: str,
                        default=0)
   watchdog = runtime.Watchdog(
       server_timeout_s, f'waiting for the Reverb server at {server_address}')
-  summary_writer = metrics.summary_writer(root_dir,
-                                          run_directory.EVALUATOR_ROLE)
   results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
+  action_spec = env.action_spec()
 
   @tf.function(input_signature=[tf.TensorSpec(
       [None, *env.observation_spec().shape],
@@ -182,8 +255,6 @@ def run_evaluator(root_dir: str,
   def fp32_greedy_actions(observations):
     outputs, _ = policy_network(observations, training=False)
     return algorithm.greedy_actions(outputs, action_spec)
-
-  action_spec = env.action_spec()
 
   def variables_of(model_version: int) -> bool:
     """Pulls fp32 variables until they are `model_version`'s; False when
@@ -199,29 +270,12 @@ def run_evaluator(root_dir: str,
 
   if kept_versions < 1:
     raise ActorQError(f'kept_versions must be at least 1, not {kept_versions}')
-  evaluations = 0
-  unmatched_versions = set()
-  status = {}
-  written_refusals = refusals.status()
-
-  def write_status():
-    run_directory.write_status(root_dir, run_directory.EVALUATOR_ROLE,
-                               model_version=puller.version,
-                               **refusals.status(), **status)
-
-  while not should_stop() and not (max_evaluations and
-                                   evaluations >= max_evaluations):
+  reporter = EvaluatorReporter(root_dir, puller, refusals)
+  while not should_stop() and not (
+      max_evaluations and reporter.evaluations >= max_evaluations):
     start = time.monotonic()
     watchdog.beat()
-    if refusals.status() != written_refusals:
-      # Shown at once: the launcher stops a run whose evaluator keeps
-      # refusing, as it does one whose actors do.
-      written_refusals = refusals.status()
-      write_status()
-      with summary_writer.as_default(step=puller.version):
-        tf.summary.scalar('eval/refused_versions',
-                          written_refusals['refused_versions'])
-        tf.summary.text('eval/last_refusal', written_refusals['last_refusal'])
+    reporter.show_refusals()
     try:
       model = puller.pull_newer()
       matched = model is not None and variables_of(model.version)
@@ -234,20 +288,8 @@ def run_evaluator(root_dir: str,
       time.sleep(1.0)
       continue
     if not matched:
-      pulled = variables.version
-      if model.version not in unmatched_versions:
-        unmatched_versions.add(model.version)
-        logging.warning(
-            'Not evaluating int8 version %d: the fp32 variables are version '
-            '%d (%d version(s) unmatched so far).', model.version, pulled,
-            len(unmatched_versions))
-        status.update(evaluations=evaluations,
-                      unmatched_versions=len(unmatched_versions))
-        write_status()
-        with summary_writer.as_default(step=model.version):
-          tf.summary.scalar('eval/unmatched_versions',
-                            len(unmatched_versions))
-      if pulled > model.version:
+      reporter.not_evaluated(model.version, variables.version)
+      if variables.version > model.version:
         # Its variables are gone for good: wait for a newer model.
         puller.version = model.version
       else:
@@ -281,23 +323,11 @@ def run_evaluator(root_dir: str,
                   kept_versions)
     with open(results_path, 'a') as f:
       f.write(json.dumps(result) + '\n')
-    with summary_writer.as_default(step=model.version):
-      tf.summary.scalar('eval/return_int8', result['return_int8'])
-      tf.summary.scalar('eval/return_fp32', result['return_fp32'])
-      kept = retention(result['return_int8'], result['return_fp32'])
-      if kept is not None:
-        tf.summary.scalar('eval/retention_int8_over_fp32', kept)
-    logging.info('Eval version %d: int8 %.1f, fp32 %.1f', model.version,
-                 result['return_int8'], result['return_fp32'])
-    evaluations += 1
-    status.update(
-        evaluations=evaluations, unmatched_versions=len(unmatched_versions),
-        **{k: v for k, v in result.items() if not k.startswith('returns')})
-    write_status()
+    reporter.evaluated(result)
     time.sleep(max(0.0, min_interval_s - (time.monotonic() - start)))
   watchdog.stop()
-  summary_writer.close()
-  return evaluations
+  reporter.close()
+  return reporter.evaluations
 
 
 def _keep_version(root_dir: str, model, policy_network, checkpoint,

@@ -25,6 +25,7 @@ from actorq_tf import energy
 from actorq_tf import evaluation
 from actorq_tf import metrics
 from actorq_tf import placement
+from actorq_tf import records
 from actorq_tf import run_directory
 from actorq_tf import run_results
 from actorq_tf import signing
@@ -69,7 +70,8 @@ def run_local(settings: RunSettings,
               max_refused_replay_items: int = 10_000,
               replay_in_learner: bool = True,
               roles_on=None,
-              log=functools.partial(print, flush=True)) -> Dict:
+              log=functools.partial(print, flush=True)
+              ) -> records.RunSummary:
   """Trains until the target, a budget, a failure or Ctrl-C; returns summary.
 
   Args:
@@ -128,25 +130,19 @@ def run_local(settings: RunSettings,
   energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
   clock = run_results.Clock(time.monotonic(), time.time())
   roles = []
-  summary = {
-      'precision': settings.actor_precision,
-      'target_return': target_return,
-      'target_metric': run_results.target_metric(settings.actor_precision),
-      'stopping_rule': rule.description(),
-      'target_reached': False,
-      'time_to_target_s': None,
-      'env_steps_to_target': None,
-      'train_steps_to_target': None,
-      'num_actors': settings.num_actors,
-      'seed': settings.seed,
-      'code_version': run_directory.code_version(),
-      'start_time': clock.wall_time,
-      'gin_files': list(settings.gin_files),
-      'gin_bindings': list(settings.gin_bindings),
-      'resumed': resumed,
-      'earlier_launches': earlier_launches,
-      'chaos_kills': [],
-  }
+  summary = records.RunSummary(
+      precision=settings.actor_precision,
+      target_return=target_return,
+      target_metric=run_results.target_metric(settings.actor_precision),
+      stopping_rule=rule.description(),
+      num_actors=settings.num_actors,
+      seed=settings.seed,
+      code_version=run_directory.code_version(),
+      start_time=clock.wall_time,
+      gin_files=list(settings.gin_files),
+      gin_bindings=list(settings.gin_bindings),
+      resumed=resumed,
+      earlier_launches=earlier_launches)
   seen_results = 0
   # How long each look at the roles took (statuses, results, restarts),
   # sleep excluded: what many roles cost the launcher.
@@ -165,7 +161,7 @@ def run_local(settings: RunSettings,
           run_directory.LEARNER_ROLE, LEARNER_MODULE,
           learner_args + ['--replay_server_address', address],
           role_environment))
-    summary['replay_server_address'] = address
+    summary.replay_server_address = address
     # The clients wait for the server themselves: starting them now
     # overlaps their start-up (TensorFlow's import) with the server's.
     _start_clients(settings, roles_on, common_args + [
@@ -200,13 +196,12 @@ def run_local(settings: RunSettings,
     metrics.write_energy(energy_writer, reading,
                          int(time.monotonic() - clock.start))
     energy_writer.close()
-    summary.update(reading.as_summary())
+    summary = dataclasses.replace(summary, **reading.as_summary())
   try:
-    run_directory.write_json_atomically(
-        os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
+    run_directory.write_summary(root_dir, summary)
   except OSError as e:
     # Without its summary the directory stays resumable, as it should.
-    log(json.dumps(summary, indent=1))
+    log(json.dumps(summary.to_dict(), indent=1))
     raise ActorQError(
         f'could not write {run_directory.SUMMARY_FILE} into {root_dir} '
         f'({e.strerror}); the run stopped as {outcome.status!r}'
@@ -247,7 +242,7 @@ def _start_clients(settings: RunSettings, roles_on, client_args: List[str],
 def _monitor(settings: RunSettings, roles_on, roles: List,
              keeper: run_results.ResultKeeper,
              interrupted: supervision.Interrupted, clock: run_results.Clock,
-             summary: Dict, seen_results: int,
+             summary: records.RunSummary, seen_results: int,
              refusals: supervision.RefusalWatch, look_seconds: List[float],
              meter, energy_writer, log) -> Tuple[str, int]:
   """Watches the running roles until the run ends; returns its status and
@@ -257,7 +252,6 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
   injects chaos kills, applies the stopping rule to each new evaluation
   (target figures go into `summary`), and prints progress.
   """
-  root_dir = settings.root_dir
   next_progress = time.monotonic() + settings.progress_interval_s
   target_time = None
   chaos = random.Random(settings.seed)
@@ -285,13 +279,13 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
       log(f'Chaos: killing {victim.name} (SIGKILL).')
       victim.kill()
       chaos_killed.add(victim.name)
-      summary['chaos_kills'].append(
+      summary.chaos_kills.append(
           [round(time.monotonic() - clock.start, 1), victim.name])
       next_chaos_kill = time.monotonic() + settings.chaos_kill_interval_s
     progress = run_results.read_progress(roles_on, settings.num_actors)
     results = roles_on.read_results()
     try:
-      refusals.check(run_results.pullers(progress), progress['learner'])
+      refusals.check(progress.pullers(), progress.learner)
     except ActorQError:
       # The run stops on what the actors did: the user sees it last.
       log(run_results.progress_line(time.monotonic() - clock.start,
@@ -300,11 +294,10 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
     for result in results[seen_results:]:
       if keeper.add(result):
         target_time = time.monotonic()
-        summary.update(
-            target_reached=True,
-            time_to_target_s=round(result['time'] - clock.wall_time, 1),
-            env_steps_to_target=progress['env_steps'],
-            train_steps_to_target=result['version'])
+        summary.target_reached = True
+        summary.time_to_target_s = round(result['time'] - clock.wall_time, 1)
+        summary.env_steps_to_target = progress.env_steps
+        summary.train_steps_to_target = result['version']
         log(f'Target met: evaluations of versions '
             f'{", ".join(str(r["version"]) for r in keeper.rule.streak)} '
             f'reached {keeper.rule.target_return:g}; version '
@@ -312,13 +305,13 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
             f'{os.path.dirname(keeper.model_path("target"))}.')
         if meter:
           reading = meter.reading()
-          summary.update(energy_kwh_to_target=reading.energy_kwh,
-                         emissions_kg_to_target=reading.emissions_kg)
+          summary.energy_kwh_to_target = reading.energy_kwh
+          summary.emissions_kg_to_target = reading.emissions_kg
     seen_results = len(results)
     now = time.monotonic()
     budget = supervision.over_budget(
         settings.max_env_steps, settings.max_wall_time_s,
-        progress['env_steps'], now - clock.start)
+        progress.env_steps, now - clock.start)
     status = None
     if target_time is not None:
       # A stop while it trains on after the target cuts only the hold.

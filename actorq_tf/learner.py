@@ -7,6 +7,7 @@ steps for the exporter's thread (TFLite models and fp32 variables -> Reverb
 lock covers only what changes or reads the weights: the train step, the
 weight copy and the checkpoint.
 """
+import dataclasses
 import os
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from actorq_tf import environments
 from actorq_tf import export
 from actorq_tf import metrics
 from actorq_tf import model_channel
+from actorq_tf import records
 from actorq_tf import networks
 from actorq_tf import replay
 from actorq_tf import run_directory
@@ -129,8 +131,8 @@ def train(root_dir: str,
   # actors' versions against them.
   publication = Publication(
       model_channel.ModelPublisher(client, key), writer,
-      (run_directory.read_status(root_dir, run_directory.LEARNER_ROLE) or {}
-      ).get('published_versions', []))
+      (run_directory.read_status(root_dir, run_directory.LEARNER_ROLE) or
+       records.LearnerStatus()).published_versions)
 
   step_lock = threading.Lock()  # Held while the weights change or are read.
   # Replay items and calibration observations that the run key does not
@@ -505,7 +507,8 @@ class StatusTrigger:
     # Set by the final status: a loop still running while the runtime
     # finishes the learner must not overwrite it.
     self._stopped = False
-    self._written = {}  # The newest status, which `amend` changes.
+    # The newest status, which `amend` changes.
+    self._written = records.LearnerStatus()
     # The train loop and the exporter's thread both write.
     self._lock = threading.Lock()
 
@@ -523,34 +526,38 @@ class StatusTrigger:
       if self.replay_figures.get(name) is not None:
         tf.summary.scalar(f'learner/{name}', self.replay_figures[name],
                           step=step)
-    figures = self._figures(step)
-    if 'replay_items_refused' in figures:
+    status = self.write(loss=float(loss), train_steps_per_second=rate,
+                        **self._figures(step))
+    if status:
       tf.summary.scalar('learner/replay_items_refused',
-                        figures['replay_items_refused'], step=step)
-      if figures['last_replay_refusal']:
+                        status.replay_items_refused, step=step)
+      if status.last_replay_refusal:
         tf.summary.text('learner/last_replay_refusal',
-                        figures['last_replay_refusal'], step=step)
-    self.write(loss=float(loss), train_steps_per_second=rate, **figures)
+                        status.last_replay_refusal, step=step)
     self._last_time = time.time()
 
-  def write(self, stopped: bool = False, **figures) -> None:
+  def write(self, stopped: bool = False,
+            **figures) -> Optional[records.LearnerStatus]:
+    """Writes the status of `figures` and the newest replay figures;
+    returns it (None once the final status is written)."""
     with self._lock:
       if self._stopped:
-        return
+        return None
       self._stopped = stopped
-      self._written = {**self.replay_figures, **figures,
-                       **({'stopped': True} if stopped else {})}
+      self._written = records.LearnerStatus(
+          **{**self.replay_figures, **figures}, stopped=stopped)
       run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
-                                 **self._written)
+                                 self._written)
+      return self._written
 
   def amend(self, **figures) -> None:
     """Rewrites the newest status with `figures` changed, at once."""
     with self._lock:
       if self._stopped:
         return
-      self._written.update(figures)
+      self._written = dataclasses.replace(self._written, **figures)
       run_directory.write_status(self._root_dir, run_directory.LEARNER_ROLE,
-                                 **self._written)
+                                 self._written)
 
 
 def restore_policy_network(root_dir: str, step: Optional[int] = None):

@@ -137,7 +137,8 @@ def _wait_for_predecessor(root_dir: str, name: str, module: str) -> None:
   """Waits until the role process of the host this one replaces (on this
   node) has stopped, killing it after PREDECESSOR_GRACE_S: two servers
   cannot share a port, nor two learners a checkpoint directory."""
-  pid = (run_directory.read_status(root_dir, name) or {}).get('pid')
+  status = run_directory.read_status(root_dir, name)
+  pid = status and status.pid
   if not pid:
     return
   try:

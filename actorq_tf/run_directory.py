@@ -16,6 +16,7 @@
 Roles are `reverb_server`, `learner`, `eval` and `actor_<i>`. Files that
 others read while they are written are replaced whole.
 """
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -23,10 +24,11 @@ import os
 import shutil
 import subprocess
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Type
 
 from absl import logging
 
+from actorq_tf import records
 from actorq_tf.errors import ActorQError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,18 +91,46 @@ def write_directory_atomically(path: str, fill: Callable[[str], None]
   os.rename(partial, path)
 
 
-def write_status(root_dir: str, role: str, **figures) -> None:
-  figures['time'] = time.time()
-  figures['pid'] = os.getpid()
+def role_status_type(role: str) -> Type[records.RoleStatus]:
+  """The status record a role writes."""
+  if role.startswith('actor_'):
+    return records.ActorStatus
+  return {LEARNER_ROLE: records.LearnerStatus,
+          EVALUATOR_ROLE: records.EvaluatorStatus,
+          SERVER_ROLE: records.ServerStatus}[role]
+
+
+def write_status(root_dir: str, role: str,
+                 status: records.RoleStatus) -> None:
+  if not isinstance(status, role_status_type(role)):
+    raise TypeError(f'{role} writes a {role_status_type(role).__name__}, '
+                    f'not a {type(status).__name__}')
+  status = dataclasses.replace(status, time=time.time(), pid=os.getpid())
   write_json_atomically(os.path.join(root_dir, STATUS_DIR, f'{role}.json'),
-                        figures)
+                        status.to_dict())
 
 
-def read_status(root_dir: str, role: str) -> Optional[Dict[str, Any]]:
+def read_status(root_dir: str, role: str) -> Optional[records.RoleStatus]:
+  """The role's newest status, or None before its first."""
   try:
     with open(os.path.join(root_dir, STATUS_DIR, f'{role}.json')) as f:
-      return json.load(f)
+      return role_status_type(role).from_dict(json.load(f))
   except (FileNotFoundError, json.JSONDecodeError):
+    return None
+
+
+def write_summary(root_dir: str, summary: records.RunSummary) -> None:
+  write_json_atomically(os.path.join(root_dir, SUMMARY_FILE),
+                        summary.to_dict())
+
+
+def read_summary(root_dir: str) -> Optional[records.RunSummary]:
+  """The summary of the run's last launch, or None while it runs (or
+  before it ran)."""
+  try:
+    with open(os.path.join(root_dir, SUMMARY_FILE)) as f:
+      return records.RunSummary.from_dict(json.load(f))
+  except FileNotFoundError:
     return None
 
 
@@ -170,10 +200,10 @@ def code_version() -> str:
     return 'unknown'
 
 
-def resumable(summary: Dict[str, Any]) -> bool:
+def resumable(summary: records.RunSummary) -> bool:
   """Whether a launch that left `summary` can be resumed."""
-  status = summary.get('status', '')
-  return status == 'failed' or status.startswith('interrupted')
+  return summary.status == 'failed' or summary.status.startswith(
+      'interrupted')
 
 
 def claim(root_dir: str, identity: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -189,16 +219,17 @@ def claim(root_dir: str, identity: Dict[str, Any]) -> List[Dict[str, Any]]:
   earlier_launches = []
   if os.path.exists(summary_path):
     try:
-      with open(summary_path) as f:
-        earlier_summary = json.load(f)
+      earlier_summary = read_summary(root_dir)
     except json.JSONDecodeError:
-      earlier_summary = {}
+      earlier_summary = records.RunSummary()  # Not resumable.
     if not resumable(earlier_summary):
       raise ActorQError(
           f'{root_dir} holds a finished run ({SUMMARY_FILE} exists); choose '
           'another --root_dir')
-    earlier_launches = earlier_summary.pop('earlier_launches', [])
-    earlier_launches.append(earlier_summary)
+    earlier_launches = earlier_summary.earlier_launches
+    launch = earlier_summary.to_dict()
+    del launch['earlier_launches']
+    earlier_launches.append(launch)
   identity_path = os.path.join(root_dir, RUN_IDENTITY_FILE)
   try:
     with open(identity_path) as f:

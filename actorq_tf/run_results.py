@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 import numpy as np
 
 from actorq_tf import evaluation
+from actorq_tf import records
 from actorq_tf import run_directory
 
 if TYPE_CHECKING:
@@ -100,134 +101,148 @@ def evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
           'episodes': len(result['returns_int8'])}
 
 
-def summarize(summary: Dict, outcome: Outcome, settings: 'RunSettings',
-              roles_on, roles: List, keeper: 'ResultKeeper',
-              clock: Clock, seen_results: int,
+def summarize(summary: records.RunSummary, outcome: Outcome,
+              settings: 'RunSettings', roles_on, roles: List,
+              keeper: 'ResultKeeper', clock: Clock, seen_results: int,
               look_seconds: List[float]) -> None:
   """Completes `summary` once every role stopped: how the run ended, the
   model it keeps and what it played, the counters and the roles' fates."""
   progress = read_progress(roles_on, settings.num_actors)
+  learner = progress.learner
   results = roles_on.read_results()
   for result in results[seen_results:]:  # Ended while the roles stopped.
     keeper.add_after_stop(result)
   kept_name = 'target' if keeper.target else 'best' if keeper.best else None
   kept = keeper.target or keeper.best
-  summary.update(
-      status=outcome.status,
-      error=outcome.error,
-      wall_time_s=round(time.monotonic() - clock.start, 1),
-      env_steps=progress['env_steps'],
-      train_steps=progress['train_steps'],
-      # The kept model and what it played: the version that met the target,
-      # else the best evaluated one.
-      model_path=kept_name and keeper.model_path(kept_name),
-      eval_version=kept and kept['version'],
-      eval_return_int8=kept and kept['return_int8'],
-      eval_return_fp32=kept and kept['return_fp32'],
-      target_evaluation=evaluation_summary(keeper.target),
-      target_model_path=keeper.target and keeper.model_path('target'),
-      best_evaluation=evaluation_summary(keeper.best),
-      best_model_path=keeper.best and keeper.model_path('best'),
-      last_evaluation=evaluation_summary(results[-1] if results else None),
-      post_target_returns=[[r['version'], r[summary['target_metric']]]
-                           for r in keeper.post_target],
-      # Replay ratio, and replay items the learner refused (see replay).
-      **{k: v for k, v in progress['learner'].items()
-         if k.startswith('replay_') and k != 'replay_size'},
-      last_replay_refusal=progress['learner'].get('last_replay_refusal'),
-      model_update_bytes=progress['model_update_bytes'].get(
-          settings.actor_precision),
-      # Share of each actor's env steps whose action a model chose (the
-      # rest came before its first model) and versions it refused.
-      actor_model_share={run_directory.actor_role(i): a.get('model_share')
-                         for i, a in enumerate(progress['actors'])},
-      actor_refused_versions={run_directory.actor_role(i):
-                              a.get('refused_versions', 0)
-                              for i, a in enumerate(progress['actors'])},
-      eval_refused_versions=progress['evaluator'].get('refused_versions', 0),
-      # Which versions each actor acted with: all signed with the run key,
-      # and all published by the learner (else named here and in progress).
-      actor_versions_run={
-          run_directory.actor_role(i): versions_run(a, progress['learner'])
-          for i, a in enumerate(progress['actors'])},
-      role_restarts={role.name: role.restarts for role in roles},
-      monitor_look_s={
-          'looks': len(look_seconds),
-          'median': (round(float(np.median(look_seconds)), 4)
-                     if look_seconds else None),
-          'max': round(max(look_seconds), 4) if look_seconds else None},
-      exit_codes={role.name: role.exit_code() for role in roles},
-      **roles_on.summary())
+  actors = {run_directory.actor_role(i): actor
+            for i, actor in enumerate(progress.actors)}
+  summary.status = outcome.status
+  summary.error = outcome.error
+  summary.wall_time_s = round(time.monotonic() - clock.start, 1)
+  summary.env_steps = progress.env_steps
+  summary.train_steps = progress.train_steps
+  summary.model_path = kept_name and keeper.model_path(kept_name)
+  summary.eval_version = kept and kept['version']
+  summary.eval_return_int8 = kept and kept['return_int8']
+  summary.eval_return_fp32 = kept and kept['return_fp32']
+  summary.target_evaluation = evaluation_summary(keeper.target)
+  summary.target_model_path = (keeper.target and
+                               keeper.model_path('target'))
+  summary.best_evaluation = evaluation_summary(keeper.best)
+  summary.best_model_path = keeper.best and keeper.model_path('best')
+  summary.last_evaluation = evaluation_summary(
+      results[-1] if results else None)
+  summary.post_target_returns = [[r['version'], r[summary.target_metric]]
+                                 for r in keeper.post_target]
+  for name in ('replay_inserts', 'replay_samples',
+               'replay_samples_per_insert',
+               'replay_samples_per_insert_after_warmup',
+               'replay_samples_per_insert_configured', 'replay_items_checked',
+               'replay_items_refused', 'replay_items_refused_in_a_row',
+               'last_replay_refusal'):
+    setattr(summary, name, getattr(learner, name))
+  summary.model_update_bytes = learner.model_update_bytes.get(
+      settings.actor_precision)
+  summary.actor_model_share = {name: actor.model_share
+                               for name, actor in actors.items()}
+  summary.actor_refused_versions = {name: actor.refused_versions
+                                    for name, actor in actors.items()}
+  summary.eval_refused_versions = progress.evaluator.refused_versions
+  summary.actor_versions_run = {name: versions_run(actor, learner)
+                                for name, actor in actors.items()}
+  summary.role_restarts = {role.name: role.restarts for role in roles}
+  summary.monitor_look_s = {
+      'looks': len(look_seconds),
+      'median': (round(float(np.median(look_seconds)), 4)
+                 if look_seconds else None),
+      'max': round(max(look_seconds), 4) if look_seconds else None}
+  summary.exit_codes = {role.name: role.exit_code() for role in roles}
+  for name, value in roles_on.summary().items():
+    setattr(summary, name, value)
 
 
-def pullers(progress: Dict) -> Dict[str, Dict]:
-  """The status of each role that pulls models, by role name."""
-  pullers = {run_directory.actor_role(i): a
-             for i, a in enumerate(progress['actors'])}
-  pullers[run_directory.EVALUATOR_ROLE] = progress['evaluator']
-  return pullers
+@dataclasses.dataclass
+class Progress:
+  """The roles' newest status: an empty one for a role yet to write."""
+  actors: List[records.ActorStatus]
+  evaluator: records.EvaluatorStatus
+  learner: records.LearnerStatus
+
+  @property
+  def env_steps(self) -> int:
+    return sum(actor.env_steps for actor in self.actors)
+
+  @property
+  def env_steps_per_second(self) -> float:
+    return sum(actor.env_steps_per_second for actor in self.actors)
+
+  @property
+  def train_steps(self) -> int:
+    return self.learner.train_step
+
+  def pullers(self) -> Dict[str, records.PullerStatus]:
+    """The status of each role that pulls models, by role name."""
+    pullers = {run_directory.actor_role(i): actor
+               for i, actor in enumerate(self.actors)}
+    pullers[run_directory.EVALUATOR_ROLE] = self.evaluator
+    return pullers
 
 
-def versions_run(actor: Dict, learner: Dict) -> Dict:
-  versions = actor.get('versions_run', [])
+def read_progress(roles_on, num_actors: int) -> Progress:
+  return Progress(
+      actors=[roles_on.read_status(run_directory.actor_role(i)) or
+              records.ActorStatus() for i in range(num_actors)],
+      evaluator=(roles_on.read_status(run_directory.EVALUATOR_ROLE) or
+                 records.EvaluatorStatus()),
+      learner=(roles_on.read_status(run_directory.LEARNER_ROLE) or
+               records.LearnerStatus()))
+
+
+def versions_run(actor: records.ActorStatus,
+                 learner: records.LearnerStatus) -> Dict:
+  versions = actor.versions_run
   return {'count': len(versions),
           'first': versions[0] if versions else None,
           'last': versions[-1] if versions else None,
           'not_published_by_learner': sorted(
-              set(versions) - set(learner.get('published_versions', [])))}
+              set(versions) - set(learner.published_versions))}
 
 
-def read_progress(roles_on, num_actors: int) -> Dict:
-  actors = [roles_on.read_status(run_directory.actor_role(i)) or {}
-            for i in range(num_actors)]
-  learner = roles_on.read_status(run_directory.LEARNER_ROLE) or {}
-  return {
-      'actors': actors,
-      'evaluator': roles_on.read_status(run_directory.EVALUATOR_ROLE) or {},
-      'env_steps': sum(a.get('env_steps', 0) for a in actors),
-      'env_steps_per_second': sum(a.get('env_steps_per_second', 0.0)
-                                  for a in actors),
-      'model_versions': [a.get('model_version', 0) for a in actors],
-      'train_steps': learner.get('train_step', 0),
-      'train_steps_per_second': learner.get('train_steps_per_second', 0.0),
-      'model_update_bytes': learner.get('model_update_bytes', {}),
-      'learner': learner,
-  }
-
-
-def progress_line(elapsed_s: float, progress: Dict, results: List) -> str:
-  line = (f'[{elapsed_s:6.0f} s] env steps {progress["env_steps"]:,} '
-          f'({progress["env_steps_per_second"]:,.0f}/s) | train steps '
-          f'{progress["train_steps"]:,} '
-          f'({progress["train_steps_per_second"]:,.0f}/s) | actor model '
-          f'v{min(progress["model_versions"] or [0])}')
-  actors = progress['actors']
-  random_share = max((1.0 - a.get('recent_model_share', 0.0) for a in actors
-                      if a.get('env_steps')), default=0.0)
+def progress_line(elapsed_s: float, progress: Progress,
+                  results: List) -> str:
+  line = (f'[{elapsed_s:6.0f} s] env steps {progress.env_steps:,} '
+          f'({progress.env_steps_per_second:,.0f}/s) | train steps '
+          f'{progress.train_steps:,} '
+          f'({progress.learner.train_steps_per_second:,.0f}/s) | actor '
+          f'model v{min((a.model_version for a in progress.actors), default=0)}')
+  random_share = max((1.0 - a.recent_model_share for a in progress.actors
+                      if a.env_steps), default=0.0)
   if random_share >= 0.005:
     line += f' ({random_share:.0%} of recent steps random: no model)'
-  learner = progress.get('learner', {})
-  for name, status in pullers(progress).items():
-    if status.get('consecutive_refusals'):
-      line += (f' | {name} REFUSED {status["consecutive_refusals"]} '
-               f'version(s), last {status.get("last_refusal")}')
-    elif status.get('refused_versions'):
-      line += (f' | {name} refused {status["refused_versions"]} row(s) '
-               f'earlier, last {status.get("last_refusal")}')
-  for index, actor in enumerate(actors):
+  learner = progress.learner
+  for name, status in progress.pullers().items():
+    if status.consecutive_refusals:
+      line += (f' | {name} REFUSED {status.consecutive_refusals} '
+               f'version(s), last {status.last_refusal}')
+    elif status.refused_versions:
+      line += (f' | {name} refused {status.refused_versions} row(s) '
+               f'earlier, last {status.last_refusal}')
+  for index, actor in enumerate(progress.actors):
     # Cannot happen unless the run key leaked: said, not assumed.
     unpublished = versions_run(actor, learner)['not_published_by_learner']
-    if learner and unpublished:
+    if learner.time and unpublished:
       line += (f' | actor_{index} RAN VERSION(S) THE LEARNER NEVER '
                f'PUBLISHED: {unpublished[:3]}')
-  if learner.get('replay_items_refused'):
-    line += (f' | learner REFUSED {learner["replay_items_refused"]:,} of '
-             f'{learner["replay_items_checked"]:,} replay items, last '
-             f'{learner.get("last_replay_refusal")}')
-  for kind in ('skipped', 'refused'):
-    if learner.get(f'{kind}_exports'):
-      line += (f' | learner {kind.upper()} {learner[f"{kind}_exports"]} '
-               f'export(s), last {learner.get(f"last_{kind}_export")}')
+  if learner.replay_items_refused:
+    line += (f' | learner REFUSED {learner.replay_items_refused:,} of '
+             f'{learner.replay_items_checked:,} replay items, last '
+             f'{learner.last_replay_refusal}')
+  if learner.skipped_exports:
+    line += (f' | learner SKIPPED {learner.skipped_exports} export(s), '
+             f'last {learner.last_skipped_export}')
+  if learner.refused_exports:
+    line += (f' | learner REFUSED {learner.refused_exports} export(s), '
+             f'last {learner.last_refused_export}')
   if results:
     r = results[-1]
     line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '

@@ -19,6 +19,7 @@ from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import model_channel
+from actorq_tf import records
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
@@ -181,7 +182,7 @@ class ReplayService:
     self._write_status(last_checkpoint_items=items, last_checkpoint=path)
 
   def _write_status(self, **checkpoint) -> None:
-    run_directory.write_status(self._root_dir, run_directory.SERVER_ROLE,
-                               port=self._server.port,
-                               restored_items=self._restored_items,
-                               **checkpoint)
+    run_directory.write_status(
+        self._root_dir, run_directory.SERVER_ROLE, records.ServerStatus(
+            port=self._server.port, restored_items=self._restored_items,
+            **checkpoint))

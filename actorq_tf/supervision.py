@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Dict, List, Optional
 
 from actorq_tf import model_channel
+from actorq_tf import records
 from actorq_tf import run_directory
 from actorq_tf import runtime
 from actorq_tf.errors import ActorQError
@@ -107,28 +108,28 @@ class RefusalWatch:
     self._max_replay_items = max_replay_items
     self._since = since
 
-  def check(self, pullers: Dict[str, Dict], learner: Dict) -> None:
-    in_a_row = learner.get('replay_items_refused_in_a_row', 0)
-    if (in_a_row >= self._max_replay_items and
-        learner.get('time', 0.0) >= self._since):
+  def check(self, pullers: Dict[str, records.PullerStatus],
+            learner: records.LearnerStatus) -> None:
+    in_a_row = learner.replay_items_refused_in_a_row
+    if in_a_row >= self._max_replay_items and learner.time >= self._since:
       raise ActorQError(
           f'the learner refused the last {in_a_row:,} replay items it read '
-          f'({learner.get("last_replay_refusal")}); the run stops rather '
+          f'({learner.last_replay_refusal}); the run stops rather '
           'than train on nothing. Do all actors have the run key?')
     for name, status in pullers.items():
-      refused = status.get('consecutive_refusals', 0)
-      if not refused or status.get('time', 0.0) < self._since:
+      refused = status.consecutive_refusals
+      if not refused or status.time < self._since:
         continue
-      seconds = time.time() - (status.get('refusing_since') or time.time())
-      random_actions = not status.get('model_version')
+      seconds = time.time() - (status.refusing_since or time.time())
+      random_actions = not status.model_version
       if refused >= self._max_versions or (
           random_actions and seconds >= self._max_seconds):
         raise ActorQError(
             f'{name} refused {refused} model version(s) in a row, '
             f'the first {seconds:.0f} s ago, and acts with model version '
-            f'{status.get("model_version", 0)} (0: none); the run '
+            f'{status.model_version} (0: none); the run '
             'stops rather than train on that. Last refusal: '
-            f'{status.get("last_refusal")}')
+            f'{status.last_refusal}')
 
 
 def chaos_victim(chaos: random.Random, roles: List):

@@ -142,12 +142,12 @@ def actor_rate(address, precision, steps, pull_interval, key_file):
                   max_env_steps=steps, model_pull_interval=pull_interval,
                   wait_for_first_model_s=120, model_key_file=key_file)
   status = run_directory.read_status(root_dir, 'actor_0')
-  if status['model_share'] < MIN_MODEL_SHARE:
+  if status.model_share < MIN_MODEL_SHARE:
     raise ActorQError(
-        f'{precision} actor: only {status["model_share"]:.3f} of its steps '
+        f'{precision} actor: only {status.model_share:.3f} of its steps '
         f'came from a model (at least {MIN_MODEL_SHARE} needed); refusals: '
-        f'{status["last_refusal"] or "none"}')
-  return status['env_steps'] / status['loop_seconds'], status
+        f'{status.last_refusal or "none"}')
+  return status.env_steps / status.loop_seconds, status
 
 
 def measure(env_steps: int, repeats: int) -> dict:
@@ -193,12 +193,12 @@ def measure(env_steps: int, repeats: int) -> dict:
       'env_steps': env_steps, 'repeats': repeats,
       'steps_per_second': rates,
       'samples': samples,
-      'model_share': {row: min(s['model_share'] for s in row_statuses)
+      'model_share': {row: min(s.model_share for s in row_statuses)
                       for row, row_statuses in statuses.items()},
       # Where the actor's loop spends its time, from its own clock (median).
-      'time_share': {row: {part: float(np.median([s['time_share'][part]
+      'time_share': {row: {part: float(np.median([s.time_share[part]
                                                   for s in row_statuses]))
-                           for part in row_statuses[0]['time_share']}
+                           for part in row_statuses[0].time_share}
                      for row, row_statuses in statuses.items()},
       'invoke_us': invoke_us,
       # (env step + invoke) / actor step, for the TFLite rows.

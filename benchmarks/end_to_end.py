@@ -18,6 +18,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from actorq_tf import records
 from actorq_tf import run_directory
 
 PRECISIONS = ('tf', 'fp32', 'int8')
@@ -34,13 +35,12 @@ def run_root_dir(work_dir: str, gin_file: str, precision: str,
   return os.path.join(work_dir, f'{experiment}_{precision}_seed{seed}')
 
 
-def _finished_summary(root_dir: str):
+def _finished_summary(root_dir: str) -> Optional[records.RunSummary]:
   try:
-    with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
-      summary = json.load(f)
+    summary = run_directory.read_summary(root_dir)
   except (OSError, json.JSONDecodeError):
     return None
-  return summary if summary.get('status') in _FINISHED else None
+  return summary if summary and summary.status in _FINISHED else None
 
 
 def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
@@ -71,18 +71,20 @@ def run_one(root_dir: str, gin_file: str, precision: str, seed: int,
                      env=dict(os.environ,
                               PYTHONPATH=run_directory.PROJECT_ROOT))
     try:
-      with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
-        summary = json.load(f)  # 'failed' runs too: the report says so
-    except (OSError, json.JSONDecodeError) as e:
+      # 'failed' runs too: the report says so.
+      summary = run_directory.read_summary(root_dir)
+    except (OSError, json.JSONDecodeError):
+      summary = None
+    if summary is None:
       raise RuntimeError(f'the {precision} run (seed {seed}) left no '
-                         f'summary; see {root_dir}.log') from e
+                         f'summary; see {root_dir}.log')
   return figures_of(root_dir, summary)
 
 
-def figures_of(root_dir: str, summary: Dict) -> Dict:
+def figures_of(root_dir: str, summary: records.RunSummary) -> Dict:
   """What the report needs from one finished run."""
   results = run_directory.read_results(root_dir)
-  start = summary['start_time']
+  start = summary.start_time
   keys = ('precision', 'seed', 'status', 'target_return', 'target_reached',
           'time_to_target_s', 'env_steps_to_target', 'train_steps_to_target',
           'wall_time_s', 'env_steps', 'train_steps', 'eval_return_int8',
@@ -91,7 +93,7 @@ def figures_of(root_dir: str, summary: Dict) -> Dict:
           'emissions_kg_to_target', 'energy_method', 'energy_country',
           'exit_codes', 'role_restarts', 'stopping_rule',
           'post_target_returns', 'replay_samples_per_insert_after_warmup')
-  figures = {key: summary.get(key) for key in keys}
+  figures = {key: getattr(summary, key) for key in keys}
   figures['root_dir'] = root_dir
   figures['curve'] = [[round(r['time'] - start, 1), r.get('return_int8'),
                        r['return_fp32']] for r in results]

@@ -31,6 +31,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from actorq_tf import records
 from actorq_tf import run_directory
 
 flags.DEFINE_multi_string('gin_file', ['dqn_cartpole.gin'], 'Experiment.')
@@ -100,13 +101,15 @@ class _Watcher:
     self.kills = []
     self.node_kills = []
 
-  def status(self, role: str) -> Dict:
-    return run_directory.read_status(self._root_dir, role) or {}
+  def status(self, role: str) -> records.RoleStatus:
+    """The role's newest status; an empty one before its first."""
+    return (run_directory.read_status(self._root_dir, role) or
+            run_directory.role_status_type(role)())
 
   def sample(self) -> None:
     now = time.time()
     for role in self._roles:
-      pid = self.status(role).get('pid')
+      pid = self.status(role).pid
       cpu = pid and _cpu_seconds(pid)
       if cpu is not None:
         self.cpu[role].append((now, cpu, pid))
@@ -118,18 +121,18 @@ class _Watcher:
 
   def killed(self, role: str) -> None:
     before = self.status(role)
-    kill = {'role': role, 'time': time.time(), 'old_pid': before.get('pid'),
+    kill = {'role': role, 'time': time.time(), 'old_pid': before.pid,
             'gone_s': None}
     if role == run_directory.SERVER_ROLE:
       kill['replay_items_before'] = self.status(
-          run_directory.LEARNER_ROLE).get('replay_size')
-      kill['checkpoint_items'] = before.get('last_checkpoint_items')
+          run_directory.LEARNER_ROLE).replay_size
+      kill['checkpoint_items'] = before.last_checkpoint_items
     self.kills.append(kill)
 
   def lost_node(self, kill: Dict) -> None:
     """A node removed: every actor's pid then, to tell when each is back."""
     kill['actors_before'] = {
-        role: self.status(role).get('env_steps', 0) for role in self._roles
+        role: self.status(role).env_steps for role in self._roles
         if role.startswith('actor_')}
     kill['actors_back_s'] = None
     self.node_kills.append(kill)
@@ -138,8 +141,8 @@ class _Watcher:
     # The node's actors come back elsewhere and collect again: the time
     # until every actor has collected more than before the kill.
     if kill['actors_back_s'] is None and all(
-        self.status(role).get('env_steps', 0) > steps and
-        self.status(role).get('time', 0) > kill['time']
+        self.status(role).env_steps > steps and
+        self.status(role).time > kill['time']
         for role, steps in kill['actors_before'].items()):
       kill['actors_back_s'] = round(now - kill['time'], 1)
 
@@ -147,11 +150,10 @@ class _Watcher:
     if kill['gone_s'] is not None:
       return
     status = self.status(kill['role'])
-    if status.get('pid') not in (None, kill['old_pid']) and (
-        status.get('time', 0) > kill['time']):
-      kill['gone_s'] = round(status['time'] - kill['time'], 1)
+    if status.pid not in (0, kill['old_pid']) and status.time > kill['time']:
+      kill['gone_s'] = round(status.time - kill['time'], 1)
       if kill['role'] == run_directory.SERVER_ROLE:
-        kill['replay_items_restored'] = status.get('restored_items')
+        kill['replay_items_restored'] = status.restored_items
 
   def cpu_cores(self, role: str) -> Optional[float]:
     """Mean cores over the run, summed over the role's processes."""
@@ -266,28 +268,24 @@ def run(root_dir: str) -> Dict:
     if cluster:
       cluster.shutdown()
   stray = _processes_of(root_dir)
-  with open(os.path.join(root_dir, run_directory.SUMMARY_FILE)) as f:
-    summary = json.load(f)
-  return _figures(summary, watcher, stray)
+  return _figures(run_directory.read_summary(root_dir), watcher, stray)
 
 
-def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
-  learner = watcher.status(run_directory.LEARNER_ROLE)
-  published = learner.get('published_versions', [])
-  precision = summary['precision']
-  update_bytes = summary.get('model_update_bytes')
+def _figures(summary: records.RunSummary, watcher: _Watcher,
+             stray: List[int]) -> Dict:
+  published = watcher.status(run_directory.LEARNER_ROLE).published_versions
   actors = {}
-  for i in range(summary['num_actors']):
+  for i in range(summary.num_actors):
     role = run_directory.actor_role(i)
     status = watcher.status(role)
-    ran = status.get('versions_run', [])
+    ran = status.versions_run
     pulled = max(len(ran), 1)
     actors[role] = {
-        'env_steps': status.get('env_steps'),
+        'env_steps': status.env_steps,
         # The final status: steps over the loop's seconds (one launch).
         'env_steps_per_second': round(
-            status.get('env_steps', 0) / max(status.get('loop_seconds', 0), 1e-9), 1),
-        'model_share': status.get('model_share'),
+            status.env_steps / max(status.loop_seconds, 1e-9), 1),
+        'model_share': status.model_share,
         'versions_run': len(ran),
         'published_versions_run_share': round(
             len(set(ran) & set(published)) / max(len(published), 1), 3),
@@ -295,9 +293,9 @@ def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
             len([v for v in published if v > ran[-1]]) if ran else None),
         'not_published_by_learner': sorted(set(ran) - set(published)),
         'model_pull_s_per_version': round(
-            status.get('model_pull_seconds', 0.0) / pulled, 4),
-        'replay_blocked_s': status.get('replay_blocked_seconds'),
-        'refused_versions': status.get('refused_versions'),
+            status.model_pull_seconds / pulled, 4),
+        'replay_blocked_s': status.replay_blocked_seconds,
+        'refused_versions': status.refused_versions,
         'cpu_cores': watcher.cpu_cores(role),
         'max_rss_mb': round(max(watcher.rss_mb[role], default=0), 1),
     }
@@ -307,36 +305,36 @@ def _figures(summary: Dict, watcher: _Watcher, stray: List[int]) -> Dict:
                         run_directory.EVALUATOR_ROLE)}
   rates = [a['env_steps_per_second'] or 0.0 for a in actors.values()]
   return {
-      'status': summary['status'],
-      'error': summary.get('error'),
-      'precision': precision,
-      'num_actors': summary['num_actors'],
-      'gin_files': summary['gin_files'],
-      'gin_bindings': summary['gin_bindings'],
-      'wall_time_s': summary['wall_time_s'],
-      'env_steps': summary['env_steps'],
-      'train_steps': summary['train_steps'],
+      'status': summary.status,
+      'error': summary.error,
+      'precision': summary.precision,
+      'num_actors': summary.num_actors,
+      'gin_files': summary.gin_files,
+      'gin_bindings': summary.gin_bindings,
+      'wall_time_s': summary.wall_time_s,
+      'env_steps': summary.env_steps,
+      'train_steps': summary.train_steps,
       'published_versions': len(published),
-      'model_update_bytes': update_bytes,
-      'replay_samples_per_insert_configured': summary.get(
-          'replay_samples_per_insert_configured'),
-      'replay_samples_per_insert_after_warmup': summary.get(
-          'replay_samples_per_insert_after_warmup'),
+      'model_update_bytes': summary.model_update_bytes,
+      'replay_samples_per_insert_configured':
+          summary.replay_samples_per_insert_configured,
+      'replay_samples_per_insert_after_warmup':
+          summary.replay_samples_per_insert_after_warmup,
       'actor_env_steps_per_second': {
           'sum': round(sum(rates), 1), 'min': round(min(rates), 1),
           'max': round(max(rates), 1)},
-      'monitor_look_s': summary.get('monitor_look_s'),
+      'monitor_look_s': summary.monitor_look_s,
       'roles': roles,
       'actors': actors,
       'chaos_kills': watcher.kills,
       'node_kills': [{k: v for k, v in kill.items() if k != 'actors_before'}
                      for kill in watcher.node_kills],
       'ray_nodes': FLAGS.ray_nodes,
-      'role_restarts': summary.get('role_restarts'),
-      'last_evaluation': summary.get('last_evaluation'),
-      'target_reached': summary.get('target_reached'),
-      'time_to_target_s': summary.get('time_to_target_s'),
-      'post_target_returns': summary.get('post_target_returns'),
+      'role_restarts': summary.role_restarts,
+      'last_evaluation': summary.last_evaluation,
+      'target_reached': summary.target_reached,
+      'time_to_target_s': summary.time_to_target_s,
+      'post_target_returns': summary.post_target_returns,
       'stray_processes': stray,
   }
 

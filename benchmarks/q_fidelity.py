@@ -111,8 +111,8 @@ def kept_model(run_dir: str, env, q_network, episodes: int
   path = os.path.join(run_dir, run_directory.MODELS_DIR,
                       'policy_int8.tflite')
   try:
-    with open(os.path.join(run_dir, 'summary.json')) as f:
-      kept = json.load(f).get('model_path')
+    summary = run_directory.read_summary(run_dir)
+    kept = summary and summary.model_path
     if kept:  # models/<target or best>/..., wherever the run dir is now
       path = os.path.join(run_dir, run_directory.MODELS_DIR, os.path.basename(
           os.path.dirname(kept)), os.path.basename(kept))

@@ -50,6 +50,7 @@ from actorq_tf import exploration
 from actorq_tf import launcher
 from actorq_tf import learner
 from actorq_tf import networks
+from actorq_tf import records
 from actorq_tf import replay
 from actorq_tf import run_directory
 from actorq_tf import runtime
@@ -163,15 +164,10 @@ def train_to_target(root_dir: str, seed: int = 0,
       len(eval_envs))
   results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)
-  summary = {'precision': STOCK, 'seed': seed,
-             'code_version': run_directory.code_version(),
-             'start_time': start_wall_time,
-             'stopping_rule': rule.description(),
-             'target_return': rule.target_return,
-             'target_metric': rule.metric, 'target_reached': False,
-             'time_to_target_s': None, 'env_steps_to_target': None,
-             'train_steps_to_target': None, 'post_target_returns': [],
-             'train_steps_per_env_step': train_steps_per_env_step}
+  summary = records.RunSummary(
+      precision=STOCK, seed=seed, code_version=run_directory.code_version(),
+      start_time=start_wall_time, stopping_rule=rule.description(),
+      target_return=rule.target_return, target_metric=rule.metric)
   target_time = None
   owed_train_steps = 0.0
   iterator = None
@@ -201,15 +197,16 @@ def train_to_target(root_dir: str, seed: int = 0,
         log(f'[{time.monotonic() - start:6.0f} s] env steps {env_steps[0]:,} '
             f'| train steps {step:,} | eval: {result["return_fp32"]:.1f}')
         if target_time is not None:
-          summary['post_target_returns'].append([step, result['return_fp32']])
+          summary.post_target_returns.append([step, result['return_fp32']])
         elif rule.met_by(result):
           target_time = time.monotonic()
-          summary.update(
-              target_reached=True,
-              time_to_target_s=round(result['time'] - start_wall_time, 1),
-              env_steps_to_target=env_steps[0], train_steps_to_target=step,
-              target_evaluation={k: result[k] for k in ('version',
-                                                        'return_fp32')})
+          summary.target_reached = True
+          summary.time_to_target_s = round(result['time'] - start_wall_time,
+                                           1)
+          summary.env_steps_to_target = env_steps[0]
+          summary.train_steps_to_target = step
+          summary.target_evaluation = {k: result[k] for k in ('version',
+                                                              'return_fp32')}
       budget = supervision.over_budget(max_env_steps, max_wall_time_s,
                                     env_steps[0], time.monotonic() - start)
       if target_time is not None:
@@ -227,11 +224,10 @@ def train_to_target(root_dir: str, seed: int = 0,
   finally:
     observer.close()
     server.stop()
-  summary.update(status=status, error=error, env_steps=env_steps[0],
-                 train_steps=int(train_step),
-                 wall_time_s=round(time.monotonic() - start, 1))
-  run_directory.write_json_atomically(
-      os.path.join(root_dir, run_directory.SUMMARY_FILE), summary)
+  summary.status, summary.error = status, error
+  summary.env_steps, summary.train_steps = env_steps[0], int(train_step)
+  summary.wall_time_s = round(time.monotonic() - start, 1)
+  run_directory.write_summary(root_dir, summary)
   if error:
     raise ActorQError(f'the stock baseline failed: {error}')
   return summary
@@ -246,7 +242,7 @@ def main(_):
   summary = train_to_target(
       flags_.root_dir, flags_.seed, flags_.max_env_steps,
       flags_.max_wall_time_s, flags_.continue_after_target_s)
-  print(json.dumps(summary, indent=1))
+  print(json.dumps(summary.to_dict(), indent=1))
 
 
 def _define_flags():

@@ -153,7 +153,7 @@ def launch(settings: launcher.RunSettings, roles_on=None):
   overrides = ({} if FLAGS.target_return is None else
                {'target_return': FLAGS.target_return})
   summary = launcher.run_local(settings, roles_on=roles_on, **overrides)
-  print(json.dumps(summary, indent=1))
+  print(json.dumps(summary.to_dict(), indent=1))
 
 
 def run(main):

@@ -39,18 +39,18 @@ def test_actor_runs_the_published_model_and_fills_replay(
                           wait_for_first_model_s=60)
   assert steps == env_steps
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['model_version'] == 42
-  assert status['precision'] == precision
-  assert status['episodes'] > 0
-  assert status['steps_without_model'] == 0
-  assert status['model_share'] == 1.0
+  assert status.model_version == 42
+  assert status.precision == precision
+  assert status.episodes > 0
+  assert status.steps_without_model == 0
+  assert status.model_share == 1.0
   # Where the loop's time went, on its own clock.
-  assert set(status['time_share']) == {'policy', 'env', 'replay', 'other'}
-  assert all(status['time_share'][part] > 0 for part in
+  assert set(status.time_share) == {'policy', 'env', 'replay', 'other'}
+  assert all(status.time_share[part] > 0 for part in
              ('policy', 'env', 'replay'))
-  assert sum(status['time_share'].values()) == pytest.approx(1.0, abs=0.01)
+  assert sum(status.time_share.values()) == pytest.approx(1.0, abs=0.01)
   # One item per step, less the first step of each episode.
-  assert (env_steps - status['episodes'] - 1 <= _replay_size(reverb_server)
+  assert (env_steps - status.episodes - 1 <= _replay_size(reverb_server)
           <= env_steps)
   assert os.listdir(tmp_path / 'actor_0')  # TensorBoard events
 
@@ -58,9 +58,9 @@ def test_actor_runs_the_published_model_and_fills_replay(
 def test_actor_acts_randomly_until_a_model_arrives(reverb_server, tmp_path):
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['model_version'] == 0
-  assert status['steps_without_model'] == 300
-  assert status['model_share'] == 0.0
+  assert status.model_version == 0
+  assert status.steps_without_model == 300
+  assert status.model_share == 0.0
   assert _replay_size(reverb_server) > 50
   # Uniformly random: both of CartPole's actions, neither one dominating.
   dataset = reverb.TrajectoryDataset.from_table_signature(
@@ -77,7 +77,7 @@ def test_a_novelty_bonus_goes_into_replay_rewards_only(reverb_server,
     gin.bind_parameter('CountBonus.scale', 0.5)
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=300)
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['episodes'] > 0
+  assert status.episodes > 0
   dataset = reverb.TrajectoryDataset.from_table_signature(
       reverb_server, replay.REPLAY_TABLE, max_in_flight_samples_per_worker=64,
       rate_limiter_timeout_ms=10_000)
@@ -138,9 +138,9 @@ def test_an_actor_pulls_on_time_as_well_as_on_steps(reverb_server, tmp_path):
   actor.run_actor(str(tmp_path), reverb_server, max_env_steps=3000,
                   model_pull_interval=10**6, model_pull_interval_s=0.2)
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['model_version'] == 42
-  assert status['versions_run'] == [42]
-  assert 0 < status['model_share'] < 1  # Random steps while it checked.
+  assert status.model_version == 42
+  assert status.versions_run == [42]
+  assert 0 < status.model_share < 1  # Random steps while it checked.
 
 
 def test_actor_keeps_its_model_when_a_new_one_does_not_fit(reverb_server,
@@ -263,7 +263,7 @@ def test_a_gym_continuous_actor_writes_whole_episodes(tmp_path):
     status = run_directory.read_status(str(tmp_path), 'actor_0')
     # 200 steps each: the boundary step after an episode is no env step
     # (counted, the second episode would end past the budget).
-    assert status['episodes'] == 2
+    assert status.episodes == 2
     # Windows of n + 1 = 6 steps, episode ends padded: one per env step.
     assert _replay_size(address) == 400
 
@@ -293,10 +293,10 @@ def test_every_step_of_an_actor_comes_from_a_paper_size_int8_model(
   actor.run_actor(str(tmp_path), address, max_env_steps=env_steps,
                   wait_for_first_model_s=60)
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['model_version'] == 7
-  assert status['steps_without_model'] == 0
-  assert status['model_share'] == 1.0
-  assert status['refused_versions'] == 0
+  assert status.model_version == 7
+  assert status.steps_without_model == 0
+  assert status.model_share == 1.0
+  assert status.refused_versions == 0
 
   # Without noise, every action in replay is the model's own action.
   model = TFLiteModel(result.model_bytes, result.normalizer)

@@ -45,8 +45,8 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
   def seen_unmatched_for_a_while():
     # Stops 3 s after the evaluator said it found no matching variables, so
     # that it would have had time to compare the two versions anyway.
-    status = run_directory.read_status(str(tmp_path), 'eval') or {}
-    if status.get('unmatched_versions') and not unmatched_since:
+    status = run_directory.read_status(str(tmp_path), 'eval')
+    if status and status.unmatched_versions and not unmatched_since:
       unmatched_since.append(time.monotonic())
     return (time.monotonic() > deadline or
             bool(unmatched_since) and time.monotonic() > unmatched_since[0] + 3)
@@ -57,7 +57,7 @@ def test_evaluator_never_compares_int8_with_fp32_of_another_version(
   assert evaluations == 0
   assert not run_directory.read_results(str(tmp_path))
   status = run_directory.read_status(str(tmp_path), 'eval')
-  assert status['evaluations'] == 0 and status['unmatched_versions'] == 1
+  assert status.evaluations == 0 and status.unmatched_versions == 1
 
   publish_policy(reverb_server, version=14, root_dir=str(tmp_path))
   assert evaluation.run_evaluator(

@@ -14,6 +14,7 @@ import pytest
 from actorq_tf import evaluation
 from actorq_tf import launcher
 from actorq_tf import placement
+from actorq_tf import records
 from actorq_tf import run_directory
 from actorq_tf import run_results
 from actorq_tf import supervision
@@ -21,9 +22,8 @@ from actorq_tf.errors import ActorQError
 
 
 def _write_actor(root_dir, index, **figures):
-  run_directory.write_status(root_dir, f'actor_{index}', **{
-      'env_steps': 1000, 'model_version': 0, 'recent_model_share': 1.0,
-      'consecutive_refusals': 0, **figures})
+  run_directory.write_status(root_dir, f'actor_{index}', records.ActorStatus(
+      **{'env_steps': 1000, 'recent_model_share': 1.0, **figures}))
 
 
 def test_progress_line_shows_random_actions_and_refusals(tmp_path):
@@ -47,12 +47,11 @@ def test_progress_line_shows_rows_refused_earlier_and_versions_no_one_published(
                refused_versions=1,
                last_refusal='version 10000000: its signature does not verify')
   _write_actor(root_dir, 1, model_version=300, versions_run=[100, 250, 300])
-  run_directory.write_status(root_dir, 'eval', model_version=200,
-                             consecutive_refusals=1, refused_versions=1,
-                             last_refusal='version 9: its signature does not '
-                             'verify')
-  run_directory.write_status(root_dir, 'learner', train_step=300,
-                             published_versions=[100, 200, 300])
+  run_directory.write_status(root_dir, 'eval', records.EvaluatorStatus(
+      model_version=200, consecutive_refusals=1, refused_versions=1,
+      last_refusal='version 9: its signature does not verify'))
+  run_directory.write_status(root_dir, 'learner', records.LearnerStatus(
+      train_step=300, published_versions=[100, 200, 300]))
   # pylint: disable-next=protected-access
   progress = run_results.read_progress(placement.Machine(root_dir), 2)
   line = run_results.progress_line(12.0, progress, [])  # pylint: disable=protected-access
@@ -62,18 +61,18 @@ def test_progress_line_shows_rows_refused_earlier_and_versions_no_one_published(
   assert 'actor_1 RAN VERSION(S) THE LEARNER NEVER PUBLISHED: [250]' in line
   assert 'actor_0 RAN' not in line
   # pylint: disable-next=protected-access
-  assert run_results.versions_run(progress['actors'][1], progress['learner']) == {
+  assert run_results.versions_run(progress.actors[1], progress.learner) == {
       'count': 3, 'first': 100, 'last': 300, 'not_published_by_learner': [250]}
 
 
 def test_progress_line_shows_skipped_and_refused_exports(tmp_path):
   root_dir = str(tmp_path)
   _write_actor(root_dir, 0, model_version=300)
-  run_directory.write_status(
-      root_dir, 'learner', train_step=2000, skipped_exports=1,
+  run_directory.write_status(root_dir, 'learner', records.LearnerStatus(
+      train_step=2000, skipped_exports=1,
       last_skipped_export='step 1500: 3 observations came from the actors '
       'since the last export', refused_exports=2,
-      last_refused_export='int8 version 2000: mean Q regret 0.9')
+      last_refused_export='int8 version 2000: mean Q regret 0.9'))
   # pylint: disable-next=protected-access
   line = run_results.progress_line(
       12.0, run_results.read_progress(placement.Machine(root_dir), 1), [])
@@ -96,30 +95,34 @@ def test_refusals_stop_the_run_by_count_or_by_time():
   now = time.time()
   watch = supervision.RefusalWatch(  # pylint: disable=protected-access
       max_versions=3, max_seconds=60, max_replay_items=1000, since=now - 10)
-  watch.check({'actor_0': {'consecutive_refusals': 2, 'refusing_since': now,
-                           'time': now}}, {})
-  watch.check({'actor_0': {'consecutive_refusals': 0, 'time': now}}, {})
+  actor, evaluator = records.ActorStatus, records.EvaluatorStatus
+  learner = records.LearnerStatus
+  watch.check({'actor_0': actor(consecutive_refusals=2, refusing_since=now,
+                                time=now)}, learner())
+  watch.check({'actor_0': actor(consecutive_refusals=0, time=now)}, learner())
   with pytest.raises(ActorQError, match='actor_1 refused 3 model version'):
-    watch.check({'actor_0': {}, 'actor_1': {
-        'consecutive_refusals': 3, 'refusing_since': now, 'time': now,
-        'last_refusal': 'version 9: it fails its checksum'}}, {})
+    watch.check({'actor_0': actor(), 'actor_1': actor(
+        consecutive_refusals=3, refusing_since=now, time=now,
+        last_refusal='version 9: it fails its checksum')}, learner())
   with pytest.raises(ActorQError, match='eval refused 1 .* the first 61 s ago'):
-    watch.check({'eval': {'consecutive_refusals': 1,
-                          'refusing_since': now - 61, 'time': now}}, {})
+    watch.check({'eval': evaluator(consecutive_refusals=1,
+                                   refusing_since=now - 61, time=now)},
+                learner())
   # A role that runs an earlier model is held to the count alone.
-  watch.check({'actor_0': {'consecutive_refusals': 1,
-                           'refusing_since': now - 61, 'model_version': 500,
-                           'time': now}}, {})
+  watch.check({'actor_0': actor(consecutive_refusals=1,
+                                refusing_since=now - 61, model_version=500,
+                                time=now)}, learner())
   # A status of an earlier launch (a resumed run) does not count.
-  watch.check({'actor_0': {'consecutive_refusals': 5,
-                           'refusing_since': now - 600, 'time': now - 20}}, {})
+  watch.check({'actor_0': actor(consecutive_refusals=5,
+                                refusing_since=now - 600, time=now - 20)},
+              learner())
   # The learner's replay: refusals in a row, not refusals at all.
-  watch.check({}, {'replay_items_refused': 50_000,
-                   'replay_items_refused_in_a_row': 999, 'time': now})
+  watch.check({}, learner(replay_items_refused=50_000,
+                          replay_items_refused_in_a_row=999, time=now))
   with pytest.raises(ActorQError, match=r'the learner refused the last 1,000 '
                      r'replay items it read \(another key\)'):
-    watch.check({}, {'replay_items_refused_in_a_row': 1000, 'time': now,
-                     'last_replay_refusal': 'another key'})
+    watch.check({}, learner(replay_items_refused_in_a_row=1000, time=now,
+                            last_replay_refusal='another key'))
 
 
 def _evaluated(root_dir, version, return_int8):
@@ -194,8 +197,8 @@ def test_claiming_a_run_directory(tmp_path):
   summary_path = os.path.join(root_dir, 'summary.json')
   run_directory.write_json_atomically(summary_path,
                                       {'status': 'interrupted (SIGINT)'})
-  assert run_directory.claim(root_dir, IDENTITY) == [
-      {'status': 'interrupted (SIGINT)'}]
+  assert [launch['status'] for launch in run_directory.claim(
+      root_dir, IDENTITY)] == ['interrupted (SIGINT)']
   assert not os.path.exists(summary_path)  # It does not look finished.
   run_directory.write_json_atomically(summary_path,
                                       {'status': 'target_reached'})

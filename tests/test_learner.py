@@ -35,13 +35,13 @@ def test_learner_trains_checkpoints_and_publishes_models(reverb_server,
   assert os.path.exists(os.path.join(root_dir, 'models', 'policy_int8.tflite'))
   assert os.listdir(os.path.join(root_dir, 'learner'))  # TensorBoard
   status = run_directory.read_status(root_dir, 'learner')
-  assert status['train_step'] == 300 and status['stopped']
-  assert model.version in status['published_versions']
+  assert status.train_step == 300 and status.stopped
+  assert model.version in status.published_versions
   # No actor ran after the export at step 100: the next two had no fresh
   # observations to calibrate on (or found the first still converting),
   # and say so.
-  assert status['skipped_exports'] == 2
-  assert status['last_skipped_export'] in (
+  assert status.skipped_exports == 2
+  assert status.last_skipped_export in (
       'step 300: 0 observations came from the actors since the last export',
       'step 300: the previous export is still running')
 
@@ -63,9 +63,9 @@ def test_learner_exports_the_actors_float_precision_too(reverb_server,
   # A learner on its own measures its machine's energy; each actor
   # precision's update size is known.
   status = run_directory.read_status(str(tmp_path), 'learner')
-  assert status['energy_kwh'] > 0 and status['emissions_kg'] > 0
-  assert 'CPU:' in status['energy_method']
-  update_bytes = status['model_update_bytes']
+  assert status.energy_kwh > 0 and status.emissions_kg > 0
+  assert 'CPU:' in status.energy_method
+  update_bytes = status.model_update_bytes
   assert set(update_bytes) == {'int8', 'fp16', 'tf'}
   assert update_bytes['int8'] < update_bytes['fp16'] < update_bytes['tf']
 
@@ -81,12 +81,12 @@ def test_a_version_is_in_the_status_at_once_with_the_other_figures(
   trigger(100, 0.5)
   trigger.amend(published_versions=[100])
   status = run_directory.read_status(str(tmp_path), 'learner')
-  assert status['published_versions'] == [100]
-  assert status['train_step'] == 100 and status['loss'] == 0.5
+  assert status.published_versions == [100]
+  assert status.train_step == 100 and status.loss == 0.5
   trigger.write(stopped=True, train_step=150, published_versions=[100])
   trigger.amend(published_versions=[100, 200])  # too late: stopped
-  assert run_directory.read_status(str(tmp_path), 'learner')[
-      'published_versions'] == [100]
+  assert run_directory.read_status(
+      str(tmp_path), 'learner').published_versions == [100]
 
 
 def test_dqn_optimizer_slots_exist_before_a_restore(cartpole_gin):

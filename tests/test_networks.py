@@ -137,7 +137,7 @@ def test_tf_actors_and_the_evaluator_run_a_quantization_aware_network(
                          max_env_steps=500, model_pull_interval=50,
                          wait_for_first_model_s=60) == 500
   status = run_directory.read_status(str(tmp_path), 'actor_0')
-  assert status['model_version'] == 7 and status['model_share'] == 1.0
+  assert status.model_version == 7 and status.model_share == 1.0
   assert evaluation.run_evaluator(str(tmp_path), reverb_server,
                                   num_episodes=2, max_evaluations=1) == 1
   [result] = run_directory.read_results(str(tmp_path))

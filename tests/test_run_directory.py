@@ -1,6 +1,10 @@
 """The run directory: status files, files replaced whole, the code version."""
 import os
+import time
 
+import pytest
+
+from actorq_tf import records
 from actorq_tf import run_directory
 
 
@@ -8,9 +12,11 @@ def test_status_files_round_trip_and_a_damaged_one_reads_as_none(tmp_path):
   root_dir = str(tmp_path)
   assert run_directory.read_status(root_dir, 'learner') is None
   run_directory.write_status(root_dir, run_directory.LEARNER_ROLE,
-                             train_step=7)
+                             records.LearnerStatus(train_step=7))
   status = run_directory.read_status(root_dir, 'learner')
-  assert status['train_step'] == 7 and status['pid'] == os.getpid()
+  assert status == records.LearnerStatus(train_step=7, pid=os.getpid(),
+                                         time=status.time)
+  assert status.time == pytest.approx(time.time(), abs=60)
   path = os.path.join(root_dir, run_directory.STATUS_DIR, 'learner.json')
   with open(path, 'w') as f:
     f.write('{"train_step": ')  # As a crash in mid-write would leave it.

@@ -16,6 +16,7 @@ from actorq_tf import dqn
 from actorq_tf import environments
 from actorq_tf import model_channel
 from actorq_tf import replay
+from actorq_tf import records
 from actorq_tf import run_directory
 from actorq_tf import server
 from actorq_tf import signing
@@ -125,8 +126,9 @@ def test_a_replay_service_checkpoints_on_schedule_and_once_at_close(
                                  checkpoint_interval_s=1.0)
   actor.run_actor(str(tmp_path / 'actor_1'), service.address,
                   max_env_steps=200)
-  wait_for(lambda: (run_directory.read_status(root_dir, 'reverb_server') or
-                    {}).get('last_checkpoint_items', 0) > 150, 30,
+  wait_for(lambda: ((run_directory.read_status(root_dir, 'reverb_server') or
+                     records.ServerStatus()).last_checkpoint_items or 0) > 150,
+           30,
            'a scheduled replay checkpoint')
   actor.run_actor(str(tmp_path / 'actor_2'), service.address,
                   max_env_steps=200)
@@ -138,8 +140,8 @@ def test_a_replay_service_checkpoints_on_schedule_and_once_at_close(
     closer.start()
   for closer in closers:
     closer.join(timeout=60)
-  assert (run_directory.read_status(root_dir, 'reverb_server')[
-      'last_checkpoint_items'] == items > 300)
+  assert (run_directory.read_status(
+      root_dir, 'reverb_server').last_checkpoint_items == items > 300)
   with pytest.raises(ActorQError):
     model_channel.wait_for_server(service.address, timeout_s=1)
   service.close()
