@@ -78,6 +78,9 @@ def parse_gin(gin_files: Sequence[str], gin_bindings: Sequence[str]) -> None:
   except (ValueError, KeyError, SyntaxError, TypeError, ImportError, OSError,
           tokenize.TokenError) as e:
     first_line = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    if "'run_local'" in first_line:
+      first_line += (' (the launcher\'s gin name is run_training now: '
+                     'bind run_training.<parameter>)')
     raise ActorQError(f'bad gin config {files + list(gin_bindings)}: '
                       f'{first_line}') from e
 

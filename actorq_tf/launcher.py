@@ -23,7 +23,6 @@ import gin
 from actorq_tf import config
 from actorq_tf import energy
 from actorq_tf import evaluation
-from actorq_tf import metrics
 from actorq_tf import placement
 from actorq_tf import records
 from actorq_tf import run_directory
@@ -62,7 +61,7 @@ class RunSettings:
 
 
 @gin.configurable
-def run_local(settings: RunSettings,
+def run_training(settings: RunSettings,
               target_return: float = gin.REQUIRED,
               target_evaluations_in_a_row: int = 2,
               max_refused_versions: int = 3,
@@ -127,8 +126,9 @@ def run_local(settings: RunSettings,
   keeper = run_results.ResultKeeper(root_dir, rule, roles_on, log)
   if meter:
     meter.start()
-  energy_writer = meter and metrics.summary_writer(root_dir, 'energy')
   clock = run_results.Clock(time.monotonic(), time.time())
+  reporter = run_results.LaunchReporter(
+      root_dir, clock, settings.progress_interval_s, meter, log)
   roles = []
   summary = records.RunSummary(
       precision=settings.actor_precision,
@@ -144,9 +144,6 @@ def run_local(settings: RunSettings,
       resumed=resumed,
       earlier_launches=earlier_launches)
   seen_results = 0
-  # How long each look at the roles took (statuses, results, restarts),
-  # sleep excluded: what many roles cost the launcher.
-  look_seconds = []
   outcome = run_results.Outcome('failed')
   try:
     learner_args = common_args + _learner_args(settings)
@@ -180,8 +177,8 @@ def run_local(settings: RunSettings,
         settings, roles_on, roles, keeper, interrupted, clock, summary,
         seen_results,
         supervision.RefusalWatch(max_refused_versions, max_refusing_s,
-                      max_refused_replay_items, clock.wall_time),
-        look_seconds, meter, energy_writer, log)
+                                 max_refused_replay_items, clock.wall_time),
+        reporter)
     outcome = run_results.Outcome(status)
   except ActorQError as e:
     outcome = run_results.Outcome('failed', e.message)
@@ -190,13 +187,8 @@ def run_local(settings: RunSettings,
     supervision.stop_roles(roles, settings.shutdown_grace_s)
 
   run_results.summarize(summary, outcome, settings, roles_on, roles, keeper,
-                        clock, seen_results, look_seconds)
-  if meter:
-    reading = meter.stop()
-    metrics.write_energy(energy_writer, reading,
-                         int(time.monotonic() - clock.start))
-    energy_writer.close()
-    summary = dataclasses.replace(summary, **reading.as_summary())
+                        clock, seen_results)
+  summary = reporter.finish(summary)
   try:
     run_directory.write_summary(root_dir, summary)
   except OSError as e:
@@ -243,8 +235,8 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
              keeper: run_results.ResultKeeper,
              interrupted: supervision.Interrupted, clock: run_results.Clock,
              summary: records.RunSummary, seen_results: int,
-             refusals: supervision.RefusalWatch, look_seconds: List[float],
-             meter, energy_writer, log) -> Tuple[str, int]:
+             refusals: supervision.RefusalWatch,
+             reporter: run_results.LaunchReporter) -> Tuple[str, int]:
   """Watches the running roles until the run ends; returns its status and
   how many evaluation results it has taken.
 
@@ -252,7 +244,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
   injects chaos kills, applies the stopping rule to each new evaluation
   (target figures go into `summary`), and prints progress.
   """
-  next_progress = time.monotonic() + settings.progress_interval_s
+  log = reporter.log
   target_time = None
   chaos = random.Random(settings.seed)
   next_chaos_kill = clock.start + (settings.chaos_kill_interval_s or
@@ -261,7 +253,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
   chaos_restarts = collections.Counter()  # Restarts that chaos caused.
   while True:
     time.sleep(0.5)
-    look_start = time.monotonic()
+    reporter.look_started()
     for role in roles:
       if role.exit_code() is not None:
         killed_by_chaos = role.name in chaos_killed
@@ -288,8 +280,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
       refusals.check(progress.pullers(), progress.learner)
     except ActorQError:
       # The run stops on what the actors did: the user sees it last.
-      log(run_results.progress_line(time.monotonic() - clock.start,
-                                    progress, results[-1:]))
+      reporter.show(progress, results, ending=True)
       raise
     for result in results[seen_results:]:
       if keeper.add(result):
@@ -303,10 +294,7 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
             f'reached {keeper.rule.target_return:g}; version '
             f'{result["version"]} kept in '
             f'{os.path.dirname(keeper.model_path("target"))}.')
-        if meter:
-          reading = meter.reading()
-          summary.energy_kwh_to_target = reading.energy_kwh
-          summary.emissions_kg_to_target = reading.emissions_kg
+        reporter.target_met(summary)
     seen_results = len(results)
     now = time.monotonic()
     budget = supervision.over_budget(
@@ -322,13 +310,8 @@ def _monitor(settings: RunSettings, roles_on, roles: List,
       status = f'interrupted ({interrupted.signal_name})'
     elif budget:
       status = budget
-    if status or now >= next_progress:
-      log(run_results.progress_line(now - clock.start, progress, results[-1:]))
-      next_progress = now + settings.progress_interval_s
-      if meter:
-        metrics.write_energy(energy_writer, meter.reading(),
-                             int(now - clock.start))
-    look_seconds.append(time.monotonic() - look_start)
+    reporter.show(progress, results, ending=bool(status))
+    reporter.look_ended()
     if status:
       return status, seen_results
 

@@ -4,7 +4,7 @@ Each role runs as on one machine (the same binary, as a subprocess) inside
 a Ray actor, its host, that Ray places and restarts:
 
   - the learner, with a GPU when the cluster has one, and the Reverb
-    server in its process (or, with `run_local.replay_in_learner = False`,
+    server in its process (or, with `run_training.replay_in_learner = False`,
     in a role of its own) on a node Ray chooses, pinned there so that a
     restart finds its checkpoints and keeps the server's address (a run
     whose server node is lost stops with the reason: its clients know only

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import numpy as np
 
+from actorq_tf import energy
 from actorq_tf import evaluation
+from actorq_tf import metrics
 from actorq_tf import records
 from actorq_tf import run_directory
 
@@ -103,8 +105,8 @@ def evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
 
 def summarize(summary: records.RunSummary, outcome: Outcome,
               settings: 'RunSettings', roles_on, roles: List,
-              keeper: 'ResultKeeper', clock: Clock, seen_results: int,
-              look_seconds: List[float]) -> None:
+              keeper: 'ResultKeeper', clock: Clock,
+              seen_results: int) -> None:
   """Completes `summary` once every role stopped: how the run ended, the
   model it keeps and what it played, the counters and the roles' fates."""
   progress = read_progress(roles_on, settings.num_actors)
@@ -151,11 +153,6 @@ def summarize(summary: records.RunSummary, outcome: Outcome,
   summary.actor_versions_run = {name: versions_run(actor, learner)
                                 for name, actor in actors.items()}
   summary.role_restarts = {role.name: role.restarts for role in roles}
-  summary.monitor_look_s = {
-      'looks': len(look_seconds),
-      'median': (round(float(np.median(look_seconds)), 4)
-                 if look_seconds else None),
-      'max': round(max(look_seconds), 4) if look_seconds else None}
   summary.exit_codes = {role.name: role.exit_code() for role in roles}
   for name, value in roles_on.summary().items():
     setattr(summary, name, value)
@@ -210,11 +207,12 @@ def versions_run(actor: records.ActorStatus,
 
 def progress_line(elapsed_s: float, progress: Progress,
                   results: List) -> str:
+  oldest_model = min((a.model_version for a in progress.actors), default=0)
   line = (f'[{elapsed_s:6.0f} s] env steps {progress.env_steps:,} '
           f'({progress.env_steps_per_second:,.0f}/s) | train steps '
           f'{progress.train_steps:,} '
           f'({progress.learner.train_steps_per_second:,.0f}/s) | actor '
-          f'model v{min((a.model_version for a in progress.actors), default=0)}')
+          f'model v{oldest_model}')
   random_share = max((1.0 - a.recent_model_share for a in progress.actors
                       if a.env_steps), default=0.0)
   if random_share >= 0.005:
@@ -248,3 +246,61 @@ def progress_line(elapsed_s: float, progress: Progress,
     line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '
              f'fp32 {r["return_fp32"]:.1f}')
   return line
+
+
+class LaunchReporter:
+  """What the launcher shows and measures beside its loop: the progress
+  line (every `interval_s`, and when the run ends), the machine's energy
+  (TensorBoard under `energy/`, and the summary's figures to the target and
+  in all), and how long each look at the roles took, sleep excluded: what
+  many roles cost the launcher."""
+
+  def __init__(self, root_dir: str, clock: Clock, interval_s: float,
+               meter: Optional[energy.EnergyMeter], log):
+    self._clock = clock
+    self._interval_s = interval_s
+    self._next_time = time.monotonic() + interval_s
+    self._meter = meter
+    self._writer = meter and metrics.summary_writer(root_dir, 'energy')
+    self.log = log
+    self._look_start = 0.0
+    self._look_seconds: List[float] = []
+
+  def look_started(self) -> None:
+    self._look_start = time.monotonic()
+
+  def look_ended(self) -> None:
+    self._look_seconds.append(time.monotonic() - self._look_start)
+
+  def show(self, progress: Progress, results: List, ending: bool) -> None:
+    """The progress line, when it is due or the run is `ending`."""
+    now = time.monotonic()
+    if not ending and now < self._next_time:
+      return
+    self.log(progress_line(now - self._clock.start, progress, results[-1:]))
+    self._next_time = now + self._interval_s
+    if self._meter:
+      metrics.write_energy(self._writer, self._meter.reading(),
+                           int(now - self._clock.start))
+
+  def target_met(self, summary: records.RunSummary) -> None:
+    if self._meter:
+      reading = self._meter.reading()
+      summary.energy_kwh_to_target = reading.energy_kwh
+      summary.emissions_kg_to_target = reading.emissions_kg
+
+  def finish(self, summary: records.RunSummary) -> records.RunSummary:
+    """`summary` with the launcher's own figures: its looks at the roles
+    and the energy of the whole run."""
+    looks = self._look_seconds
+    summary = dataclasses.replace(summary, monitor_look_s={
+        'looks': len(looks),
+        'median': round(float(np.median(looks)), 4) if looks else None,
+        'max': round(max(looks), 4) if looks else None})
+    if not self._meter:
+      return summary
+    reading = self._meter.stop()
+    metrics.write_energy(self._writer, reading,
+                         int(time.monotonic() - self._clock.start))
+    self._writer.close()
+    return dataclasses.replace(summary, **reading.as_summary())

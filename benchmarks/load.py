@@ -219,7 +219,7 @@ def run(root_dir: str) -> Dict:
              str(FLAGS.continue_after_target_s),
              '--chaos_kill_interval_s', str(FLAGS.chaos_kill_interval_s),
              '--notrack_energy',
-             '--gin_bindings', 'run_local.replay_in_learner = False']
+             '--gin_bindings', 'run_training.replay_in_learner = False']
   for gin_file in FLAGS.gin_file:
     command += ['--gin_file', gin_file]
   for binding in FLAGS.gin_bindings:

@@ -456,7 +456,7 @@ def _stopping_rule(run: Dict) -> str:
   rule = run.get('stopping_rule')
   if rule is None:
     return ('one evaluation at or above the target (these runs predate '
-            '`run_local.target_evaluations_in_a_row`)')
+            '`run_training.target_evaluations_in_a_row`)')
   # Runs before 2026-12-06 recorded no count: their evaluator's default.
   episodes = rule.get('episodes_per_evaluation', 10)
   return (f'mean greedy return of {episodes} episodes at or above '
@@ -476,7 +476,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
            'stopping rule: the mean greedy return (of the evaluator\'s '
            '`num_episodes`, each experiment says how many) at or above '
            'the target on evaluations of that many versions in a row '
-           '(`run_local.target_evaluations_in_a_row`, two by default; each '
+           '(`run_training.target_evaluations_in_a_row`, two by default; each '
            'experiment says its own), of the int8 '
            'model for int8 actors, of the fp32 network for tf and fp32 '
            'actors. Where the experiment says so, each run then trains on '

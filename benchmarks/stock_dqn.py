@@ -14,7 +14,7 @@ TF-Agents' plain fp32 QNetwork, and it plays its newest weights (TF-Agents
 has no counterpart of `train.policy_average_decay`). Evaluation plays the
 evaluator's greedy episodes on its seeds at every `train.export_interval`
 train steps, and the run stops by the same rule (`evaluation.StoppingRule`,
-`run_local.target_evaluations_in_a_row`).
+`run_training.target_evaluations_in_a_row`).
 
   python -m benchmarks.stock_dqn --root_dir /tmp/stock --seed 1 \
       --gin_file dqn_cartpole.gin --continue_after_target_s 300
@@ -86,9 +86,9 @@ def train_to_target(root_dir: str, seed: int = 0,
   more) or a budget ends; returns the summary. gin holds the config."""
   start = time.monotonic()
   start_wall_time = time.time()
-  target_return = bound(launcher.run_local, 'target_return')
+  target_return = bound(launcher.run_training, 'target_return')
   if target_return is None:
-    raise ActorQError('the config binds no run_local.target_return')
+    raise ActorQError('the config binds no run_training.target_return')
   networks.set_seed(seed)
   env = environments.load_environment()
   algorithm = agents.check_environment(env)
@@ -160,7 +160,7 @@ def train_to_target(root_dir: str, seed: int = 0,
 
   rule = evaluation.StoppingRule(
       'return_fp32', target_return,
-      bound(launcher.run_local, 'target_evaluations_in_a_row'),
+      bound(launcher.run_training, 'target_evaluations_in_a_row'),
       len(eval_envs))
   results_path = os.path.join(root_dir, run_directory.EVAL_RESULTS_FILE)
   os.makedirs(os.path.dirname(results_path), exist_ok=True)

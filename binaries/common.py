@@ -88,7 +88,7 @@ def define_launch_flags():
   flags.DEFINE_float('target_return', None, 'Stop when the greedy eval '
                      'return (mean of run_evaluator.num_episodes '
                      'episodes) reaches this on '
-                     'run_local.target_evaluations_in_a_row (2) evaluations '
+                     'run_training.target_evaluations_in_a_row (2) evaluations '
                      'in a row; default from the gin file.')
   flags.DEFINE_integer('max_env_steps', 300_000, 'Stop after this many env '
                        'steps over all actors; 0 for no limit.')
@@ -148,11 +148,11 @@ def run_settings() -> launcher.RunSettings:
 
 
 def launch(settings: launcher.RunSettings, roles_on=None):
-  """Runs the training (see launcher.run_local) and prints its summary;
+  """Runs the training (see launcher.run_training) and prints its summary;
   `roles_on`: where the roles run, None for this machine."""
   overrides = ({} if FLAGS.target_return is None else
                {'target_return': FLAGS.target_return})
-  summary = launcher.run_local(settings, roles_on=roles_on, **overrides)
+  summary = launcher.run_training(settings, roles_on=roles_on, **overrides)
   print(json.dumps(summary.to_dict(), indent=1))
 
 

@@ -29,8 +29,8 @@ TINY_PLAN = report.Plan(
          'run_evaluator.num_episodes = 5',
          # An untrained greedy policy scores about 9: the first evaluation
          # reaches the target, and one is enough here.
-         'run_local.target_return = 9.0',
-         'run_local.target_evaluations_in_a_row = 1'),
+         'run_training.target_return = 9.0',
+         'run_training.target_evaluations_in_a_row = 1'),
         continue_after_target_s=5, hold_return=9.0),),
     seeds=(0,), precisions=('stock', 'int8'), retention_episodes=5)
 
@@ -161,7 +161,7 @@ def test_experiments_not_measured_again_keep_their_figures(tiny_report,
   assert measured['runs'] == results['end_to_end'][0]['runs']  # reused
   text = (tmp_path / report_writer.REPORT_FILE).read_text()
   assert ('Stopping rule: one evaluation at or above the target (these runs '
-          f'predate `run_local.target_evaluations_in_a_row`). Measured '
+          f'predate `run_training.target_evaluations_in_a_row`). Measured '
           f'{earlier}.') in text
   assert ('Stopping rule: mean greedy return of 5 episodes at or above 9 '
           'on 1 evaluation(s) in a row. '

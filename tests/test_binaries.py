@@ -65,6 +65,16 @@ def test_gin_binding_to_an_unknown_parameter():
   assert 'no_such_parameter' in _error_line(result)
 
 
+def test_a_binding_of_the_launchers_old_gin_name_says_its_new_one(tmp_path):
+  root_dir = tmp_path / 'run'
+  result = run_binary('binaries.local_main', '--root_dir', str(root_dir),
+                      '--gin_bindings', 'run_local.target_return = 100')
+  assert result.returncode == 1
+  assert ("No configurable matching 'run_local'. (the launcher's gin name is "
+          'run_training now') in _error_line(result)
+  assert not root_dir.exists()
+
+
 def test_missing_gin_file():
   result = run_binary('binaries.actor_main', '--root_dir', '/tmp/unused',
                       '--gin_file', 'no_such_experiment.gin')

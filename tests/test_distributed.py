@@ -34,7 +34,7 @@ def _alive(pid):
 def _role_pids(root_dir):
   statuses = (run_directory.read_status(root_dir, role)
               for role in ('learner', 'eval', 'actor_0'))
-  return [s['pid'] for s in statuses if s]
+  return [s.pid for s in statuses if s]
 
 
 def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
@@ -86,7 +86,7 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
   assert summary['model_update_bytes'] == int8_bytes
 
   actor_status = run_directory.read_status(root_dir, 'actor_0')
-  assert actor_status['model_version'] > 0
+  assert actor_status.model_version > 0
   assert run_directory.read_results(root_dir)
   for path in ('models/policy_int8.tflite', 'checkpoints', 'learner',
                'actor_0', 'eval', 'logs/learner.log', 'config.gin'):
@@ -161,9 +161,9 @@ def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
   assert summary['train_steps'] >= 200
   assert set(summary['exit_codes'].values()) == {0}
   actor_status = run_directory.read_status(root_dir, 'actor_0')
-  assert actor_status['model_version'] >= 100
+  assert actor_status.model_version >= 100
   learner_status = run_directory.read_status(root_dir, 'learner')
-  assert learner_status['train_step'] >= 200
+  assert learner_status.train_step >= 200
   results = run_directory.read_results(root_dir)
   assert results, out[-2000:]
   # Control Suite rewards lie in [0, 1]: 250 steps score at most 250.

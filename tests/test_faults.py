@@ -39,17 +39,18 @@ FAST_CHECKPOINTS = [
 
 
 def _status(root_dir, role):
-  return run_directory.read_status(root_dir, role) or {}
+  return (run_directory.read_status(root_dir, role) or
+          run_directory.role_status_type(role)())
 
 
 def _kill(root_dir, role):
   status = _status(root_dir, role)
-  os.kill(status['pid'], signal.SIGKILL)
+  os.kill(status.pid, signal.SIGKILL)
   return status
 
 
 def _restarted(root_dir, role, old_pid):
-  return _status(root_dir, role).get('pid', old_pid) != old_pid
+  return _status(root_dir, role).pid not in (0, old_pid)
 
 
 def _checkpointed_train_step(root_dir):
@@ -58,16 +59,16 @@ def _checkpointed_train_step(root_dir):
 
 
 def _wait_for_model_and_replay_checkpoint(root_dir):
-  wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
-           and _status(root_dir, 'reverb_server').get(
-               'last_checkpoint_items'), 240,
+  wait_for(lambda: _status(root_dir, 'actor_0').model_version > 0
+           and _status(root_dir, 'reverb_server').last_checkpoint_items,
+           240,
            'a model in the actor and a replay checkpoint')
 
 
 def _goes_on(root_dir, actor, learner, what):
-  wait_for(lambda: _status(root_dir, 'actor_0')['env_steps'] >
-           actor['env_steps'] + 500 and _status(root_dir, 'learner')[
-               'train_step'] > learner['train_step'] + 200, 180, what)
+  wait_for(lambda: _status(root_dir, 'actor_0').env_steps >
+           actor.env_steps + 500 and _status(root_dir, 'learner').train_step >
+           learner.train_step + 200, 180, what)
 
 
 def _interrupt(launcher, root_dir):
@@ -92,41 +93,40 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
     # The actor: restarted, it counts on from its last status and pulls a
     # valid model again.
     killed = _kill(root_dir, 'actor_0')
-    wait_for(lambda: _restarted(root_dir, 'actor_0', killed['pid']) and
-             _status(root_dir, 'actor_0')['env_steps'] > killed['env_steps']
-             + 500 and _status(root_dir, 'actor_0')['model_version'] > 0,
+    wait_for(lambda: _restarted(root_dir, 'actor_0', killed.pid) and
+             _status(root_dir, 'actor_0').env_steps > killed.env_steps
+             + 500 and _status(root_dir, 'actor_0').model_version > 0,
              180, 'the restarted actor to collect with a model')
 
     # The learner, and the replay with it: restarted from their newest
     # checkpoints, not from step 0 and an empty table; the actor waits for
     # the server rather than die with it.
     wait_for(lambda: _checkpointed_train_step(root_dir) > 0 and _status(
-        root_dir, 'reverb_server').get('last_checkpoint_items', 0) > 0, 60,
+        root_dir, 'reverb_server').last_checkpoint_items, 60,
              'a learner and a replay checkpoint')
     checkpointed_step = _checkpointed_train_step(root_dir)
     killed = _kill(root_dir, 'learner')
     replay = _status(root_dir, 'reverb_server')
-    assert replay['pid'] == killed['pid']
+    assert replay.pid == killed.pid
     actor = _status(root_dir, 'actor_0')
-    wait_for(lambda: _restarted(root_dir, 'learner', killed['pid']) and
-             _status(root_dir, 'learner')['train_step'] >
-             _status(root_dir, 'learner')['restored_train_step'] + 100, 180,
+    wait_for(lambda: _restarted(root_dir, 'learner', killed.pid) and
+             _status(root_dir, 'learner').train_step >
+             _status(root_dir, 'learner').restored_train_step + 100, 180,
              'the restarted learner to train')
-    assert (_status(root_dir, 'learner')['restored_train_step'] >=
+    assert (_status(root_dir, 'learner').restored_train_step >=
             checkpointed_step)
-    assert (_status(root_dir, 'reverb_server')['restored_items'] >=
-            replay['last_checkpoint_items'] > 0)
+    assert (_status(root_dir, 'reverb_server').restored_items >=
+            replay.last_checkpoint_items > 0)
     _goes_on(root_dir, actor, _status(root_dir, 'learner'),
              'env and train steps to go on after the restart')
-    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
+    assert _status(root_dir, 'actor_0').pid == actor.pid
     summary = _interrupt(launcher, root_dir)
   assert summary['role_restarts'] == {'learner': 1, 'eval': 0, 'actor_0': 1}
 
   # The same command resumes the interrupted run where its final
   # checkpoints left it.
   final_train_step = _checkpointed_train_step(root_dir)
-  final_replay_items = _status(root_dir, 'reverb_server')[
-      'last_checkpoint_items']
+  final_replay_items = _status(root_dir, 'reverb_server').last_checkpoint_items
   env_steps = summary['env_steps']
   with launcher_running(root_dir, '--max_env_steps', str(env_steps + 1000),
                         *FAST_CHECKPOINTS) as launcher:
@@ -139,31 +139,32 @@ def test_a_run_survives_killed_roles_and_resumes(tmp_path):
   assert [s['status'] for s in resumed['earlier_launches']] == [
       'interrupted (SIGINT)']
   assert resumed['env_steps'] >= env_steps + 1000
-  assert (_status(root_dir, 'learner')['restored_train_step'] ==
+  assert (_status(root_dir, 'learner').restored_train_step ==
           final_train_step > 0)
   assert resumed['train_steps'] > final_train_step
-  assert (_status(root_dir, 'reverb_server')['restored_items'] >=
+  assert (_status(root_dir, 'reverb_server').restored_items >=
           final_replay_items > 0)
 
 
 def test_a_reverb_server_of_its_own_restarts_under_its_clients(tmp_path):
   root_dir = str(tmp_path / 'run')
   with launcher_running(root_dir, '--max_env_steps', '0',
-                        '--gin_bindings', 'run_local.replay_in_learner = False',
+                        '--gin_bindings',
+                        'run_training.replay_in_learner = False',
                         *FAST_CHECKPOINTS) as launcher:
     _wait_for_model_and_replay_checkpoint(root_dir)
     killed = _kill(root_dir, 'reverb_server')
     actor, learner = _status(root_dir, 'actor_0'), _status(root_dir, 'learner')
-    assert learner['pid'] != killed['pid']
-    wait_for(lambda: _restarted(root_dir, 'reverb_server', killed['pid']),
+    assert learner.pid != killed.pid
+    wait_for(lambda: _restarted(root_dir, 'reverb_server', killed.pid),
              120, 'the Reverb server to restart')
-    restored = _status(root_dir, 'reverb_server')['restored_items']
-    assert restored >= killed['last_checkpoint_items'] > 0
+    restored = _status(root_dir, 'reverb_server').restored_items
+    assert restored >= killed.last_checkpoint_items > 0
     _goes_on(root_dir, actor, learner,
              'env and train steps to go on after the restart')
     # Both waited for the server rather than dying with it.
-    assert _status(root_dir, 'actor_0')['pid'] == actor['pid']
-    assert _status(root_dir, 'learner')['pid'] == learner['pid']
+    assert _status(root_dir, 'actor_0').pid == actor.pid
+    assert _status(root_dir, 'learner').pid == learner.pid
     summary = _interrupt(launcher, root_dir)
   assert summary['role_restarts'] == {'reverb_server': 1, 'learner': 0,
                                       'eval': 0, 'actor_0': 0}
@@ -276,13 +277,13 @@ def test_a_full_disk_stops_the_learner_with_one_line_and_keeps_its_checkpoints(
       address = f'localhost:{port}'
       # In the learner's run directory: it signs with the run's key.
       actor.run_actor(root_dir, address, max_env_steps=1500)
-      wait_for(lambda: _checkpointed_train_step(root_dir) and _status(
-          root_dir, 'reverb_server').get('last_checkpoint_items', 0) >= 1000,
+      wait_for(lambda: _checkpointed_train_step(root_dir) and (_status(
+          root_dir, 'reverb_server').last_checkpoint_items or 0) >= 1000,
                120, 'a learner checkpoint and a replay checkpoint')
       _fill(disk)
       checkpointed_step = _checkpointed_train_step(root_dir)
       checkpointed_items = _status(root_dir,
-                                   'reverb_server')['last_checkpoint_items']
+                                   'reverb_server').last_checkpoint_items
       _, err = learner.communicate(timeout=120)
     finally:
       if learner.poll() is None:
@@ -298,11 +299,11 @@ def test_a_full_disk_stops_the_learner_with_one_line_and_keeps_its_checkpoints(
     os.remove(os.path.join(disk, 'filler'))
     learner = start_learner()
     try:
-      wait_for(lambda: _status(root_dir, 'learner').get('pid') == learner.pid,
+      wait_for(lambda: _status(root_dir, 'learner').pid == learner.pid,
                120, 'the learner to start again')
       server = _status(root_dir, 'reverb_server')
-      assert server['restored_items'] >= checkpointed_items
-      assert _status(root_dir, 'learner')['restored_train_step'] >= (
+      assert server.restored_items >= checkpointed_items
+      assert _status(root_dir, 'learner').restored_train_step >= (
           checkpointed_step)
     finally:
       learner.send_signal(signal.SIGTERM)

@@ -70,7 +70,8 @@ def _hosts_alive():
 
 
 def _status(root_dir, role):
-  return run_directory.read_status(root_dir, role) or {}
+  return (run_directory.read_status(root_dir, role) or
+          run_directory.role_status_type(role)())
 
 
 def _parent_pid(pid):
@@ -88,8 +89,8 @@ def _node_of(cluster, role_pid):
 
 def _collects_again(root_dir, lost):
   status = _status(root_dir, 'actor_0')
-  return (status['pid'] != lost['pid'] and
-          status['env_steps'] > lost['env_steps'] + 300)
+  return (status.pid != lost.pid and
+          status.env_steps > lost.env_steps + 300)
 
 
 def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
@@ -113,20 +114,20 @@ def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
       text=True, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT))
   try:
-    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version', 0) > 0
-             and _status(root_dir, 'actor_0')['env_steps'] > 500, 240,
+    wait_for(lambda: _status(root_dir, 'actor_0').model_version > 0
+             and _status(root_dir, 'actor_0').env_steps > 500, 240,
              'experience and a model in the actor')
 
     # Its host killed (kill -9 of the Ray worker): Ray starts it again, and
     # the new actor collects on.
     lost = _status(root_dir, 'actor_0')
-    os.kill(_parent_pid(lost['pid']), signal.SIGKILL)
+    os.kill(_parent_pid(lost.pid), signal.SIGKILL)
     wait_for(lambda: _collects_again(root_dir, lost), 180,
              'the restarted actor to collect')
 
     # Its node lost: Ray starts it on the other actor node.
     lost = _status(root_dir, 'actor_0')
-    lost_node = _node_of(cluster, lost['pid'])
+    lost_node = _node_of(cluster, lost.pid)
     cluster.remove_node(lost_node, allow_graceful=False)
     wait_for(lambda: _collects_again(root_dir, lost), 180,
              'the actor to collect on another node')
@@ -152,7 +153,7 @@ def test_a_run_spreads_over_nodes_and_survives_lost_actors(tmp_path,
   assert summary['replay_server_address'].startswith(
       nodes['learner']['node_ip'] + ':')
   assert summary['role_restarts'] == {'learner': 0, 'eval': 0, 'actor_0': 2}
-  assert summary['env_steps'] > lost['env_steps'] and summary['train_steps']
+  assert summary['env_steps'] > lost.env_steps and summary['train_steps']
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
   # No Ray actor outlives the run.

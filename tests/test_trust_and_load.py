@@ -26,7 +26,8 @@ FORGED_VERSION = 10_000_000
 
 
 def _status(root_dir, role):
-  return run_directory.read_status(root_dir, role) or {}
+  return (run_directory.read_status(root_dir, role) or
+          run_directory.role_status_type(role)())
 
 
 def _served_by(root_dir):
@@ -39,7 +40,7 @@ def _insert_until_refused(root_dir, role, insert):
 
   def refused():
     insert()
-    return _status(root_dir, role).get('refused_versions', 0) >= 1
+    return _status(root_dir, role).refused_versions >= 1
 
   wait_for(refused, 120, f'{role} to refuse the stranger\'s row',
            lambda: str(_status(root_dir, role)))
@@ -88,7 +89,7 @@ def test_an_actor_given_another_key_is_refused_and_the_run_fails(tmp_path):
   assert summary['actor_versions_run']['actor_0']['count'] == 0
   assert os.stat(os.path.join(root_dir, signing.KEY_FILE)).st_mode & 0o077 == 0
   for role in ('learner', 'actor_0'):  # the evaluator had nothing to do
-    pid = _status(root_dir, role)['pid']
+    pid = _status(root_dir, role).pid
     with pytest.raises(ProcessLookupError):
       os.kill(pid, 0)
 
@@ -102,7 +103,7 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
   with launcher_running(root_dir, '--num_actors', str(num_actors),
                         '--max_env_steps', '0', '--max_wall_time_s', '400',
                         '--norestart_failed_roles') as launcher:
-    wait_for(lambda: _status(root_dir, 'actor_0').get('model_version'), 120,
+    wait_for(lambda: _status(root_dir, 'actor_0').model_version, 120,
              'the actor\'s first model')
     client = reverb.Client(_served_by(root_dir))
     # A well-formed int8 CartPole model (the run's own bytes) with a valid
@@ -116,7 +117,7 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
     _insert_until_refused(root_dir, 'actor_0', lambda: client.insert(
         forged.columns(),
         priorities={model_channel.model_table_name('int8'): 1.0}))
-    refused_at = _status(root_dir, 'actor_0')['model_version']
+    refused_at = _status(root_dir, 'actor_0').model_version
     # fp32 variables for the evaluator, signed with another run's key.
     stranger_key = signing.run_key(str(tmp_path / 'another_run'))
     stranger = model_channel.ModelPublisher(client, stranger_key)
@@ -126,15 +127,15 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
         weights, FORGED_VERSION))
     # Experience from outside the run, signed with the other run's key.
     _write_strangers_experience(client, stranger_key)
-    wait_for(lambda: _status(root_dir, 'learner').get('replay_items_refused'),
+    wait_for(lambda: _status(root_dir, 'learner').replay_items_refused,
              120, 'the learner to refuse the stranger\'s replay items')
-    wait_for(lambda: _status(root_dir, 'actor_0')['model_version'] >
+    wait_for(lambda: _status(root_dir, 'actor_0').model_version >
              refused_at and all(
-                 len(_status(root_dir, f'actor_{i}').get('versions_run', []))
+                 len(_status(root_dir, f'actor_{i}').versions_run)
                  >= 3 for i in range(num_actors)), 120,
              'every actor to take three of the learner\'s versions')
     killed = _status(root_dir, 'actor_7')
-    os.kill(killed['pid'], signal.SIGKILL)
+    os.kill(killed.pid, signal.SIGKILL)
     out, err = launcher.communicate(timeout=120)
   assert launcher.returncode == 1, out[-2000:]
   assert 'role actor_7 exited with code -9 (restarts are off)' in err
@@ -152,18 +153,18 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
   assert results and all(r['version'] < FORGED_VERSION for r in results)
   actor_0 = _status(root_dir, 'actor_0')
   # It kept acting with the learner's models, and took its newer ones.
-  assert actor_0['recent_model_share'] == 1.0, actor_0
-  assert actor_0['model_version'] > refused_at
-  assert 'does not verify with the run key' in actor_0['last_refusal']
-  published = _status(root_dir, 'learner')['published_versions']
+  assert actor_0.recent_model_share == 1.0, actor_0
+  assert actor_0.model_version > refused_at
+  assert 'does not verify with the run key' in actor_0.last_refusal
+  published = _status(root_dir, 'learner').published_versions
   rates = []
   for i in range(num_actors):
     actor = _status(root_dir, f'actor_{i}')
     versions = summary['actor_versions_run'][f'actor_{i}']
     # Only the learner's versions, the stranger's refused by whoever saw it.
     assert versions['not_published_by_learner'] == []
-    assert FORGED_VERSION not in actor['versions_run']
-    assert actor['refused_versions'] <= 1
+    assert FORGED_VERSION not in actor.versions_run
+    assert actor.refused_versions <= 1
     # Each actor keeps taking the learner's newer versions to the end: on
     # 2 cores with 10 roles, an actor pulls every few seconds and checks a
     # new model in a child process meanwhile, while the learner publishes
@@ -172,12 +173,12 @@ def test_eight_actors_refuse_a_strangers_rows_and_keep_up_with_the_learner(
     assert versions['last'] >= published[-1] - 20 * 100, (
         i, versions, published[-6:])
     assert versions['count'] >= 3, (i, versions)
-    rates.append(actor['env_steps_per_second'] if i == 7 else
-                 actor['env_steps'] / actor['loop_seconds'])
+    rates.append(actor.env_steps_per_second if i == 7 else
+                 actor.env_steps / actor.loop_seconds)
   # No actor starves: each gets a fair share of the two cores.
   assert min(rates) >= 0.3 * np.mean(rates), rates
   assert summary['replay_samples_per_insert_after_warmup'] == pytest.approx(
       summary['replay_samples_per_insert_configured'], rel=0.1)
   for role in ['learner', 'eval'] + [f'actor_{i}' for i in range(num_actors)]:
     with pytest.raises(ProcessLookupError):
-      os.kill(_status(root_dir, role)['pid'], 0)
+      os.kill(_status(root_dir, role).pid, 0)
