@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates .venv with Python 3.11 and the pinned requirements, once; later
-# calls only reinstall when the requirements, constraints or setup.py
+# calls only reinstall when the requirements, constraints or packaging
 # change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ if [[ -z "$PYTHON" ]] || ! "$PYTHON" -c 'import sys; assert sys.version_info[:2]
   exit 1
 fi
 
-stamp_value="$(cat requirements.txt requirements-test.txt constraints.txt setup.py | sha256sum | cut -d' ' -f1)"
+stamp_value="$(cat requirements.txt requirements-test.txt constraints.txt setup.py pyproject.toml | sha256sum | cut -d' ' -f1)"
 stamp_file=.venv/.actorq_requirements
 if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp_value" ]]; then
   exit 0

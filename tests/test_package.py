@@ -18,6 +18,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 _SOURCES = ('actorq_tf', 'binaries', 'gin_configs', 'docs', 'setup.py',
+            'pyproject.toml',
             'MANIFEST.in',
             'README.md', 'requirements.txt', 'requirements-test.txt',
             'constraints.txt')
@@ -97,6 +98,6 @@ def test_the_sdist_holds_what_setup_py_and_the_pins_need(built):
   _, sdist = built
   names = {name.split('/', 1)[1] for name in tarfile.open(sdist).getnames()
            if '/' in name}
-  assert {'setup.py', 'requirements.txt', 'constraints.txt',
+  assert {'setup.py', 'pyproject.toml', 'requirements.txt', 'constraints.txt',
           'gin_configs/dqn_cartpole_qat.gin', 'binaries/local_main.py',
           'actorq_tf/actor.py'} <= names
