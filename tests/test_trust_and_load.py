@@ -31,7 +31,7 @@ def _status(root_dir, role):
 
 
 def _served_by(root_dir):
-  return f'localhost:{_status(root_dir, run_directory.SERVER_ROLE)["port"]}'
+  return f'localhost:{_status(root_dir, run_directory.SERVER_ROLE).port}'
 
 
 def _insert_until_refused(root_dir, role, insert):
