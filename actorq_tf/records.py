@@ -86,7 +86,9 @@ class LearnerStatus(RoleStatus):
   restored_train_step: int = 0  # Where this launch of the learner began.
   loss: Optional[float] = None
   train_steps_per_second: float = 0.0
-  # The replay table's counters (see `replay.rate_figures`).
+  # The replay table's regime and counters (see `replay.rate_figures`).
+  replay_regime: Optional[str] = None
+  replay_max_times_sampled: Optional[int] = None
   replay_size: Optional[int] = None
   replay_inserts: Optional[int] = None
   replay_samples: Optional[int] = None
@@ -168,7 +170,10 @@ class RunSummary(Record):
   last_evaluation: Optional[Dict] = None
   # [version, return] of the evaluations after the target.
   post_target_returns: List[List] = dataclasses.field(default_factory=list)
-  # The replay's counters at the end (see `LearnerStatus`).
+  # The replay's regime ('fixed_ratio', 'free_running'; see
+  # `replay.replay_table`) and its counters at the end (see `LearnerStatus`).
+  replay_regime: Optional[str] = None
+  replay_max_times_sampled: Optional[int] = None
   replay_inserts: Optional[int] = None
   replay_samples: Optional[int] = None
   replay_samples_per_insert: Optional[float] = None
@@ -189,6 +194,11 @@ class RunSummary(Record):
   actor_versions_run: Dict[str, Dict] = dataclasses.field(
       default_factory=dict)
   eval_refused_versions: int = 0
+  # Per actor, the share of its loop's time that it waited for the replay's
+  # rate limiter: near 0, the actors set the pace; well above 0, the
+  # learner held them (a fixed ratio with a slower learner).
+  actor_replay_blocked_share: Dict[str, float] = dataclasses.field(
+      default_factory=dict)
   # The roles' fates, and the launcher's own cost.
   role_restarts: Dict[str, int] = dataclasses.field(default_factory=dict)
   exit_codes: Dict[str, Optional[int]] = dataclasses.field(

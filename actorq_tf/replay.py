@@ -10,6 +10,7 @@ items its key verifies, and calibrates only on verified observations; it
 counts the rest as refused.
 """
 import collections
+import math
 import threading
 import time
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
@@ -143,41 +144,66 @@ def authentic(key: signing.RunKey, signature: np.ndarray,
   return accepted, reason
 
 
+# How the replay paces the learner against the actors (`replay_table`).
+FIXED_RATIO, FREE_RUNNING = 'fixed_ratio', 'free_running'
+REGIMES = (FIXED_RATIO, FREE_RUNNING)
+
+
 @gin.configurable
 def replay_table(collect_data_spec, sequence_length: int,
                  capacity: int = 100_000,
                  samples_per_insert: float = 32.0,
                  min_size_to_sample: int = 1_000,
                  samples_per_insert_tolerance: float = 0.1,
-                 keep_episode_ends: bool = False) -> reverb.Table:
-  """Uniform replay whose rate limiter fixes samples per insert.
-
-  With a fixed ratio a run learns the same per env step whatever the actors'
-  speed: fast actors wait for the learner, a slow learner waits for data.
+                 keep_episode_ends: bool = False,
+                 regime: str = FIXED_RATIO) -> reverb.Table:
+  """Uniform replay, paced by its `regime`.
 
   Args:
     collect_data_spec: the agent's trajectory spec (one step).
     sequence_length: steps per item (n-step update + 1).
     capacity: items kept; the oldest are removed first.
+    samples_per_insert: in 'fixed_ratio', sampled items per inserted item
+      (with batch B the learner makes samples_per_insert / B train steps per
+      env step); in 'free_running', the most times one item is sampled
+      (rounded up) before it is removed.
+    min_size_to_sample: items needed before the first sample.
+    samples_per_insert_tolerance: ('fixed_ratio') slack of the ratio, as a
+      fraction of min_size_to_sample * samples_per_insert: after n inserts
+      past min_size_to_sample, samples stay within samples_per_insert * (n
+      +- tolerance * min_size_to_sample). At 0.5 a 5,000-step Pendulum run
+      could sample at 0.62-0.76 of its ratio, the side that binds (actors
+      or learner) depending on actor speed.
     keep_episode_ends: remove the items that end an episode (by termination
       or time limit; `ExperienceWriter` gives them a higher priority) only
       once no other item is left. As a policy improves its episodes grow
       long, and with first-in first-out removal its terminations grow rare
       in the table: a CartPole-v1 network that balances then forgets that
       the cart may leave the track. Sampling stays uniform.
-    samples_per_insert: sampled items per inserted item; with batch B the
-      learner makes samples_per_insert / B train steps per env step.
-    min_size_to_sample: items needed before the first sample.
-    samples_per_insert_tolerance: slack of the ratio, as a fraction of
-      min_size_to_sample * samples_per_insert: after n inserts past
-      min_size_to_sample, samples stay within samples_per_insert * (n +- 
-      tolerance * min_size_to_sample). At 0.5 a 5,000-step Pendulum run
-      could sample at 0.62-0.76 of its ratio, the side that binds (actors
-      or learner) depending on actor speed.
+    regime: 'fixed_ratio': a rate limiter holds samples per insert, so a run
+      learns the same per env step whatever the actors' speed: fast actors
+      wait for the learner, a slow learner waits for data, and one CPU
+      learner sets the pace for every actor precision. 'free_running' (how
+      QuaRL's ActorQ ran): only `min_size_to_sample` gates sampling and
+      each item is sampled at most `samples_per_insert` times, so the
+      learner never waits for a ratio and faster actors bring it more, and
+      fresher, data per train step; runs of different actor speeds then
+      learn from different ratios (the summary records the one that
+      resulted), and the learner waits only when every item is used up.
   """
-  error_buffer = max(
-      samples_per_insert,
-      samples_per_insert_tolerance * min_size_to_sample * samples_per_insert)
+  if regime not in REGIMES:
+    raise ActorQError(f'unknown replay regime {regime!r}; choose one of '
+                      f'{", ".join(REGIMES)}')
+  if regime == FREE_RUNNING:
+    rate_limiter = reverb.rate_limiters.MinSize(min_size_to_sample)
+    max_times_sampled = math.ceil(samples_per_insert)
+  else:
+    rate_limiter = reverb.rate_limiters.SampleToInsertRatio(
+        samples_per_insert=samples_per_insert,
+        min_size_to_sample=min_size_to_sample,
+        error_buffer=max(samples_per_insert, samples_per_insert_tolerance *
+                         min_size_to_sample * samples_per_insert))
+    max_times_sampled = 0
   return reverb.Table(
       name=REPLAY_TABLE,
       sampler=reverb.selectors.Uniform(),
@@ -185,30 +211,32 @@ def replay_table(collect_data_spec, sequence_length: int,
       remover=(reverb.selectors.MinHeap() if keep_episode_ends
                else reverb.selectors.Fifo()),
       max_size=capacity,
-      max_times_sampled=0,
-      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
-          samples_per_insert=samples_per_insert,
-          min_size_to_sample=min_size_to_sample,
-          error_buffer=error_buffer),
+      max_times_sampled=max_times_sampled,
+      rate_limiter=rate_limiter,
       signature=signed_item_spec(collect_data_spec, sequence_length))
 
 
 def rate_figures(table_info) -> Dict[str, float]:
-  """The replay table's size, inserts, samples and the ratio of the two,
-  over the whole run and after the first `min_size_to_sample` items (the
-  ratio the rate limiter holds), beside the configured one."""
+  """The replay table's regime, size, inserts, samples and the ratio of the
+  two, over the whole run and after the first `min_size_to_sample` items
+  (the ratio a fixed-ratio limiter holds), beside the configured one."""
   limiter = table_info.rate_limiter_info
   inserts = limiter.insert_stats.completed
   samples = limiter.sample_stats.completed
   after_warmup = inserts - limiter.min_size_to_sample
+  # Only the free-running regime removes items once sampled enough.
+  free_running = table_info.max_times_sampled > 0
   return {
+      'replay_regime': FREE_RUNNING if free_running else FIXED_RATIO,
+      'replay_max_times_sampled': table_info.max_times_sampled or None,
       'replay_size': table_info.current_size,
       'replay_inserts': inserts,
       'replay_samples': samples,
       'replay_samples_per_insert': samples / inserts if inserts else None,
       'replay_samples_per_insert_after_warmup': (
           samples / after_warmup if after_warmup > 0 else None),
-      'replay_samples_per_insert_configured': limiter.samples_per_insert,
+      'replay_samples_per_insert_configured': (
+          None if free_running else limiter.samples_per_insert),
   }
 
 

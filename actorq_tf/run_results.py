@@ -136,7 +136,8 @@ def summarize(summary: records.RunSummary, outcome: Outcome,
       results[-1] if results else None)
   summary.post_target_returns = [[r['version'], r[summary.target_metric]]
                                  for r in keeper.post_target]
-  for name in ('replay_inserts', 'replay_samples',
+  for name in ('replay_regime', 'replay_max_times_sampled',
+               'replay_inserts', 'replay_samples',
                'replay_samples_per_insert',
                'replay_samples_per_insert_after_warmup',
                'replay_samples_per_insert_configured', 'replay_items_checked',
@@ -150,6 +151,9 @@ def summarize(summary: records.RunSummary, outcome: Outcome,
   summary.actor_refused_versions = {name: actor.refused_versions
                                     for name, actor in actors.items()}
   summary.eval_refused_versions = progress.evaluator.refused_versions
+  summary.actor_replay_blocked_share = {
+      name: round(actor.replay_blocked_seconds / actor.loop_seconds, 4)
+      for name, actor in actors.items() if actor.loop_seconds}
   summary.actor_versions_run = {name: versions_run(actor, learner)
                                 for name, actor in actors.items()}
   summary.role_restarts = {role.name: role.restarts for role in roles}

@@ -66,9 +66,14 @@ def test_experience_flows_in_and_models_reach_the_actor(tmp_path):
   assert summary['eval_return_int8'] is not None
   assert set(summary['exit_codes'].values()) == {0}
   # Past the first 200 items the rate limiter holds the configured ratio.
+  assert summary['replay_regime'] == 'fixed_ratio'
+  assert summary['replay_max_times_sampled'] is None
   assert summary['replay_samples_per_insert_configured'] == 32.0
   assert summary['replay_samples_per_insert_after_warmup'] == pytest.approx(
       32.0, rel=0.05)
+  # One actor against one CPU learner at 32 samples per insert: the
+  # learner held it.
+  assert summary['actor_replay_blocked_share']['actor_0'] > 0.2
   # No target: the run keeps its best evaluated version, which is what
   # the summary reports.
   assert summary['model_path'] == summary['best_model_path']

@@ -1,6 +1,7 @@
 """The actors' writer: replay windows and the recent observations table,
 of steps signed with the run key."""
 import numpy as np
+import pytest
 import reverb
 import tensorflow as tf
 from tf_agents.trajectories import trajectory as trajectory_lib
@@ -9,6 +10,7 @@ import tree
 
 from actorq_tf import replay
 from actorq_tf import signing
+from actorq_tf.errors import ActorQError
 
 KEY = signing.RunKey(b'the run key of this test', 'test')
 
@@ -29,10 +31,12 @@ COLLECT_DATA_SPEC = tf.nest.map_structure(
 
 def _server(recent_capacity, sequence_length=2, **replay_table_settings):
   collect_data_spec = COLLECT_DATA_SPEC
+  # By default a ratio that never holds a test back.
+  replay_table_settings = {'min_size_to_sample': 1,
+                           'samples_per_insert_tolerance': 1000.0,
+                           **replay_table_settings}
   tables = [
       replay.replay_table(collect_data_spec, sequence_length=sequence_length,
-                          min_size_to_sample=1,
-                          samples_per_insert_tolerance=1000.0,
                           **replay_table_settings),
       replay.recent_observations_table(collect_data_spec, sequence_length,
                                        capacity=recent_capacity)]
@@ -132,6 +136,73 @@ def test_a_table_that_keeps_episode_ends_removes_the_other_items_first():
                     for steps in _sampled_steps(client, 300)}
     assert newest_steps == expected_newest_steps
     server.stop()
+
+
+def _write_transitions(client, count):
+  writer = replay.ExperienceWriter(client, sequence_length=2, key=KEY)
+  for step in [_step(0, StepType.FIRST)] + [_step(i) for i in range(1, count + 1)]:
+    writer.write(step)
+  writer.close()
+
+
+def _samples_within_a_second(server, count):
+  """Whether the learner's kind of reader gets `count` more items within a
+  second (the rate limiter's timeout)."""
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      f'localhost:{server.port}', replay.REPLAY_TABLE,
+      max_in_flight_samples_per_worker=1, rate_limiter_timeout_ms=1000)
+  try:
+    return len(list(dataset.take(count))) == count
+  except tf.errors.DeadlineExceededError:
+    return False
+
+
+def test_free_running_samples_each_item_at_most_its_count_and_says_so():
+  # QuaRL's regime: no ratio holds the learner back, but an item is gone
+  # once sampled `samples_per_insert` times.
+  server = _server(recent_capacity=8, samples_per_insert=3.0,
+                   regime=replay.FREE_RUNNING)
+  client = reverb.Client(f'localhost:{server.port}')
+  _write_transitions(client, 10)
+  info = client.server_info()[replay.REPLAY_TABLE]
+  assert info.current_size == 10
+  newest = [int(steps.observation[-1, 0])
+            for steps in _sampled_steps(client, 30)]
+  assert sorted(newest) == sorted(list(range(1, 11)) * 3)
+  figures = replay.rate_figures(client.server_info()[replay.REPLAY_TABLE])
+  assert figures['replay_regime'] == 'free_running'
+  assert figures['replay_max_times_sampled'] == 3
+  assert figures['replay_size'] == 0 and figures['replay_samples'] == 30
+  assert figures['replay_samples_per_insert'] == 3.0
+  assert figures['replay_samples_per_insert_configured'] is None
+  # Used up: the learner waits for new items, whatever it sampled before.
+  assert not _samples_within_a_second(server, 1)
+  _write_transitions(client, 1)
+  assert _samples_within_a_second(server, 3)
+  server.stop()
+
+
+def test_a_fixed_ratio_holds_the_learner_to_its_samples_per_insert():
+  # An error buffer of 30 samples: 10 inserts pass without a sample, and
+  # 10 inserts allow 3 * 10 + 27 samples.
+  server = _server(recent_capacity=8, samples_per_insert=3.0,
+                   samples_per_insert_tolerance=10.0)
+  client = reverb.Client(f'localhost:{server.port}')
+  _write_transitions(client, 10)
+  assert _samples_within_a_second(server, 50)
+  assert not _samples_within_a_second(server, 20)
+  figures = replay.rate_figures(client.server_info()[replay.REPLAY_TABLE])
+  assert figures['replay_regime'] == 'fixed_ratio'
+  assert figures['replay_max_times_sampled'] is None
+  assert figures['replay_size'] == 10
+  assert figures['replay_samples_per_insert_configured'] == 3.0
+  server.stop()
+
+
+def test_an_unknown_regime_is_named():
+  with pytest.raises(ActorQError, match="unknown replay regime 'greedy'; "
+                     'choose one of fixed_ratio, free_running'):
+    _server(recent_capacity=8, regime='greedy')
 
 
 def test_the_learner_samples_only_what_the_run_key_signed_in_its_order():

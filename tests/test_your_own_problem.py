@@ -80,12 +80,21 @@ def test_a_users_environment_and_network_train_by_gin_alone(tmp_path):
 
 
 def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
+  # In the replay regime QuaRL ran: no ratio holds the learner or the
+  # actor, and each item is sampled at most samples_per_insert times.
   root_dir = tmp_path / 'run'
   result = run_binary(
       'binaries.local_main', '--root_dir', str(root_dir), '--gin_file',
       'dqn_catch_pixels.gin', '--max_wall_time_s', '90', '--notrack_energy',
-      '--gin_bindings', 'run_actor.status_interval_s = 1', timeout=400)
+      '--gin_bindings', 'run_actor.status_interval_s = 1',
+      '--gin_bindings', "replay_table.regime = 'free_running'", timeout=400)
   assert result.returncode == 0, result.stderr[-3000:]
+  summary = _read_json(root_dir / 'summary.json')
+  assert summary['replay_regime'] == 'free_running'
+  # The config's replay_table.samples_per_insert.
+  assert summary['replay_max_times_sampled'] == 16
+  assert summary['replay_samples_per_insert_configured'] is None
+  assert 0 < summary['replay_samples_per_insert'] <= 16
   _assert_the_model_chose_every_step_after_the_first(root_dir)
   model_path = root_dir / 'models' / 'policy_int8'
   interpreter = tf.lite.Interpreter(model_path=f'{model_path}.tflite')
@@ -98,8 +107,7 @@ def test_pixels_run_end_to_end_with_int8_actors_on_raw_uint8(tmp_path):
   # No normalizer: the actor hands the image to the model as it is.
   assert set(np.ravel(description['observation_shift'])) == {0.0}
   assert set(np.ravel(description['observation_scale'])) == {1.0}
-  evaluation = _read_json(root_dir / 'summary.json')['last_evaluation']
-  assert evaluation is not None
+  assert summary['last_evaluation'] is not None
 
 
 def test_a_users_network_tflite_cannot_take_stops_the_launch(tmp_path):
