@@ -92,7 +92,8 @@ def figures_of(root_dir: str, summary: records.RunSummary) -> Dict:
           'emissions_kg', 'energy_duration_s', 'energy_kwh_to_target',
           'emissions_kg_to_target', 'energy_method', 'energy_country',
           'exit_codes', 'role_restarts', 'stopping_rule',
-          'post_target_returns', 'replay_samples_per_insert_after_warmup')
+          'post_target_returns', 'replay_samples_per_insert_after_warmup',
+          'replay_regime', 'actor_replay_blocked_share')
   figures = {key: getattr(summary, key) for key in keys}
   figures['root_dir'] = root_dir
   figures['curve'] = [[round(r['time'] - start, 1), r.get('return_int8'),

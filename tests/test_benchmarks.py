@@ -219,6 +219,49 @@ def test_goals_that_are_not_met_are_said_plainly(tmp_path):
   assert re.search(r'^\| tf \|.* \| 31\.50-32\.50 \| [^|]* \|$', text, re.M)
 
 
+def test_the_report_says_which_side_held_each_experiment(tmp_path):
+  def run(precision, seed, seconds, regime, held):
+    return dict(_run(precision, seed, seconds, -150.0, -150.0),
+                replay_regime=regime,
+                actor_replay_blocked_share={'actor_0': held})
+
+  results = {'plan': 'canned', 'date': 'today', 'command': 'none',
+             'machine': report.machine(), 'versions': report.versions()}
+  results['end_to_end'] = [
+      # A fixed ratio and one CPU learner: both precisions wait for it.
+      {'label': 'held', 'gin_file': 'd4pg_pendulum.gin',
+       'max_wall_time_s': 300,
+       'runs': [run('tf', 0, 80.0, 'fixed_ratio', 0.6),
+                run('int8', 0, 78.0, 'fixed_ratio', 0.9)]},
+      # QuaRL's regime: no ratio, the actors set the pace.
+      {'label': 'free', 'gin_file': 'd4pg_pendulum.gin',
+       'max_wall_time_s': 300,
+       'runs': [run('tf', 0, 80.0, 'free_running', 0.0),
+                run('int8', 0, 78.0, 'free_running', 0.0)]},
+      # Runs from before the summary said.
+      {'label': 'old', 'gin_file': 'd4pg_pendulum.gin',
+       'max_wall_time_s': 300,
+       'runs': [_run('tf', 0, 80.0, -150.0, -150.0),
+                _run('int8', 0, 78.0, -150.0, -150.0)]}]
+  report_writer.write_report(results, str(tmp_path))
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  assert ('Replay regime: fixed ratio; share of their loop the actors '
+          'waited for the rate limiter (median): tf 0.60, int8 0.90. The '
+          'learner bound every run: a time ratio near 1 is what this regime '
+          'gives, not a miss.') in text
+  assert ('wall time to target int8 / tf, held | <= 0.5 | 0.97 | cannot be '
+          'met in this regime: the learner bound both runs (fixed ratio; '
+          'actors held int8 90%, tf 60% of their time)') in text
+  assert ('Replay regime: free running; share of their loop the actors '
+          'waited for the rate limiter (median): tf 0.00, int8 0.00.') in text
+  assert ('wall time to target int8 / tf, free | <= 0.5 | 0.97 | '
+          '**NOT met**') in text
+  assert ('Replay regime: fixed ratio; which side the rate limiter held was '
+          'not recorded') in text
+  assert ('wall time to target int8 / tf, old | <= 0.5 | 0.97 | '
+          '**NOT met**') in text
+
+
 def test_retention_keeps_what_it_cannot_measure_again(tmp_path):
   measured = dict(_retention_checkpoint('Pendulum', -150.0, -151.0, 5.0),
                   measured='2026-12-03 15:46')
