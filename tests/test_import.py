@@ -55,23 +55,56 @@ _USERS_SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize('order', ['user model first', 'tensorflow first',
-                                   'actorq_tf first'])
-def test_a_users_keras_models_train_and_save_around_the_import(tmp_path,
-                                                               order):
+ORDERS = ('user model first', 'tensorflow first', 'actorq_tf first')
+
+
+@pytest.fixture(scope='module')
+def users_processes(request, tmp_path_factory):
+  """One user's process per import order (each needs a fresh interpreter),
+  started together: each is mostly one busy core for 15-40 s, so on two
+  cores they finish in about the time of the slowest alone. Only the
+  orders that this session runs are started."""
+  wanted = [item.callspec.params['order'] for item in request.session.items
+            if item.module is request.module and
+            item.originalname == 'test_a_users_keras_models_train_and_save_'
+            'around_the_import']
   environment = {name: value for name, value in os.environ.items()
                  if name != 'TF_USE_LEGACY_KERAS'}
   environment['PYTHONPATH'] = PROJECT_ROOT
-  result = subprocess.run([sys.executable, '-c', _USERS_SCRIPT, order],
-                          cwd=tmp_path, env=environment, capture_output=True,
-                          text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-3000:]
+  processes = {}
+  try:
+    for order in ORDERS:
+      if order not in wanted:
+        continue
+      directory = tmp_path_factory.mktemp(order.replace(' ', '_'))
+      # Files, not pipes: a pipe nobody reads yet would stall its process.
+      with open(directory / 'stdout.txt', 'w') as stdout, \
+          open(directory / 'stderr.txt', 'w') as stderr:
+        processes[order] = (directory, subprocess.Popen(
+            [sys.executable, '-c', _USERS_SCRIPT, order], cwd=directory,
+            env=environment, stdout=stdout, stderr=stderr, text=True))
+    yield processes
+  finally:
+    for _, process in processes.values():
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.parametrize('order', ORDERS)
+def test_a_users_keras_models_train_and_save_around_the_import(
+    users_processes, order):
+  directory, process = users_processes[order]
+  returncode = process.wait(timeout=300)
+  stdout = (directory / 'stdout.txt').read_text()
+  stderr = (directory / 'stderr.txt').read_text()
+  assert returncode == 0, stderr[-3000:]
   # Imported after TensorFlow, it leaves tf.keras as TensorFlow made it;
   # imported first, it makes tf.keras tf_keras (README says so).
   expected = ('keras package: tf_keras TF_USE_LEGACY_KERAS: 1'
               if order == 'actorq_tf first' else
               'keras package: keras TF_USE_LEGACY_KERAS: 1')
-  assert expected in result.stdout, result.stdout
+  assert expected in stdout, stdout
 
 
 def test_importing_the_package_imports_no_tensorflow():
