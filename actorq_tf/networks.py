@@ -58,6 +58,24 @@ def _point_keras_names_at_tf_keras() -> None:
 _point_keras_names_at_tf_keras()
 
 
+def _keep_autograph_out_of_tf_keras() -> None:
+  """Gives tf_keras the rule TensorFlow 2.15's autograph has for its own
+  `keras`: never convert it. Without it, every tf.function that runs Keras
+  layers also converts tf_keras's own code when it is traced, and the first
+  call of each traced network (in the learner, the evaluator, the exporter,
+  a tf actor) takes several times longer (benchmarks/results/suite_time.md).
+  """
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow.python.autograph.core import config as autograph_config
+  rule = autograph_config.DoNotConvert('tf_keras')
+  if not any(str(r) == str(rule) for r in autograph_config.CONVERSION_RULES):
+    autograph_config.CONVERSION_RULES = (
+        (rule,) + tuple(autograph_config.CONVERSION_RULES))
+
+
+_keep_autograph_out_of_tf_keras()
+
+
 def set_seed(seed: int) -> None:
   """Makes `seed` fix the networks' initial weights, and TensorFlow's,
   NumPy's and Python's global random streams.
