@@ -81,25 +81,42 @@ class EvaluatorStatus(PullerStatus):
 
 
 @dataclasses.dataclass
-class LearnerStatus(RoleStatus):
-  train_step: int = 0
-  restored_train_step: int = 0  # Where this launch of the learner began.
-  loss: Optional[float] = None
-  train_steps_per_second: float = 0.0
-  # The replay table's regime and counters (see `replay.rate_figures`).
+class ReplayFigures(Record):
+  """The replay's regime ('fixed_ratio', 'free_running'; see
+  `replay.replay_table`) and counters (`replay.rate_figures`), and the
+  items the run key did not verify (`replay.Refusals`): in the learner's
+  status as they go, in the summary as they ended."""
   replay_regime: Optional[str] = None
   replay_max_times_sampled: Optional[int] = None
-  replay_size: Optional[int] = None
   replay_inserts: Optional[int] = None
   replay_samples: Optional[int] = None
   replay_samples_per_insert: Optional[float] = None
   replay_samples_per_insert_after_warmup: Optional[float] = None
   replay_samples_per_insert_configured: Optional[float] = None
-  # Replay items the run key does not verify (see `replay.Refusals`).
   replay_items_checked: int = 0
   replay_items_refused: int = 0
   replay_items_refused_in_a_row: int = 0
   last_replay_refusal: Optional[str] = None
+
+
+@dataclasses.dataclass
+class EnergyFigures(Record):
+  """An `energy.EnergyReading`: the learner's own meter in its status, the
+  launcher's machine over the whole run in the summary."""
+  energy_kwh: Optional[float] = None
+  emissions_kg: Optional[float] = None
+  energy_duration_s: Optional[float] = None
+  energy_method: Optional[str] = None
+  energy_country: Optional[str] = None
+
+
+@dataclasses.dataclass
+class LearnerStatus(EnergyFigures, ReplayFigures, RoleStatus):
+  train_step: int = 0
+  restored_train_step: int = 0  # Where this launch of the learner began.
+  loss: Optional[float] = None
+  train_steps_per_second: float = 0.0
+  replay_size: Optional[int] = None
   # Every version this run's learner published, in every launch, and what
   # one model update costs to send, per actor precision.
   published_versions: List[int] = dataclasses.field(default_factory=list)
@@ -110,12 +127,6 @@ class LearnerStatus(RoleStatus):
   last_refused_export: Optional[str] = None
   skipped_exports: int = 0
   last_skipped_export: Optional[str] = None
-  # The learner's own energy meter, when it has one (`energy.EnergyReading`).
-  energy_kwh: Optional[float] = None
-  emissions_kg: Optional[float] = None
-  energy_duration_s: Optional[float] = None
-  energy_method: Optional[str] = None
-  energy_country: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -127,7 +138,7 @@ class ServerStatus(RoleStatus):
 
 
 @dataclasses.dataclass
-class RunSummary(Record):
+class RunSummary(EnergyFigures, ReplayFigures):
   """The launcher's verdict on a run (`summary.json`)."""
   # What ran.
   precision: str = ''
@@ -170,19 +181,6 @@ class RunSummary(Record):
   last_evaluation: Optional[Dict] = None
   # [version, return] of the evaluations after the target.
   post_target_returns: List[List] = dataclasses.field(default_factory=list)
-  # The replay's regime ('fixed_ratio', 'free_running'; see
-  # `replay.replay_table`) and its counters at the end (see `LearnerStatus`).
-  replay_regime: Optional[str] = None
-  replay_max_times_sampled: Optional[int] = None
-  replay_inserts: Optional[int] = None
-  replay_samples: Optional[int] = None
-  replay_samples_per_insert: Optional[float] = None
-  replay_samples_per_insert_after_warmup: Optional[float] = None
-  replay_samples_per_insert_configured: Optional[float] = None
-  replay_items_checked: int = 0
-  replay_items_refused: int = 0
-  replay_items_refused_in_a_row: int = 0
-  last_replay_refusal: Optional[str] = None
   model_update_bytes: Optional[int] = None  # At the actors' precision.
   # Per actor: the share of its env steps whose action a model chose, the
   # versions it refused, and which versions it acted with (all signed with
@@ -209,10 +207,4 @@ class RunSummary(Record):
   ray_address: Optional[str] = None
   ray_overhead: Optional[Dict] = None
   role_nodes: Optional[Dict] = None
-  # The machine's energy over the whole run (see `energy`).
-  energy_kwh: Optional[float] = None
-  emissions_kg: Optional[float] = None
-  energy_duration_s: Optional[float] = None
-  energy_method: Optional[str] = None
-  energy_country: Optional[str] = None
 

@@ -136,14 +136,8 @@ def summarize(summary: records.RunSummary, outcome: Outcome,
       results[-1] if results else None)
   summary.post_target_returns = [[r['version'], r[summary.target_metric]]
                                  for r in keeper.post_target]
-  for name in ('replay_regime', 'replay_max_times_sampled',
-               'replay_inserts', 'replay_samples',
-               'replay_samples_per_insert',
-               'replay_samples_per_insert_after_warmup',
-               'replay_samples_per_insert_configured', 'replay_items_checked',
-               'replay_items_refused', 'replay_items_refused_in_a_row',
-               'last_replay_refusal'):
-    setattr(summary, name, getattr(learner, name))
+  for field in dataclasses.fields(records.ReplayFigures):
+    setattr(summary, field.name, getattr(learner, field.name))
   summary.model_update_bytes = learner.model_update_bytes.get(
       settings.actor_precision)
   summary.actor_model_share = {name: actor.model_share
@@ -239,12 +233,11 @@ def progress_line(elapsed_s: float, progress: Progress,
     line += (f' | learner REFUSED {learner.replay_items_refused:,} of '
              f'{learner.replay_items_checked:,} replay items, last '
              f'{learner.last_replay_refusal}')
-  if learner.skipped_exports:
-    line += (f' | learner SKIPPED {learner.skipped_exports} export(s), '
-             f'last {learner.last_skipped_export}')
-  if learner.refused_exports:
-    line += (f' | learner REFUSED {learner.refused_exports} export(s), '
-             f'last {learner.last_refused_export}')
+  for kind in ('skipped', 'refused'):
+    if getattr(learner, f'{kind}_exports'):
+      line += (f' | learner {kind.upper()} '
+               f'{getattr(learner, f"{kind}_exports")} export(s), last '
+               f'{getattr(learner, f"last_{kind}_export")}')
   if results:
     r = results[-1]
     line += (f' | eval v{r["version"]}: int8 {r["return_int8"]:.1f}, '
