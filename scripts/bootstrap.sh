@@ -20,8 +20,6 @@ fi
 echo "Setting up .venv (Python 3.11, pinned requirements)..." >&2
 "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.0"
-# No byte-compiling of every installed file (TensorFlow and Ray hold about
-# 18,000): Python compiles the modules a process imports, once, on first use.
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt -r requirements-test.txt -c constraints.txt
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -r requirements-test.txt -c constraints.txt
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 echo "$stamp_value" > "$stamp_file"
