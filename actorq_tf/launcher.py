@@ -186,8 +186,8 @@ def run_training(settings: RunSettings,
     log(f'Stopping ({"a role failed" if outcome.error else outcome.status}).')
     supervision.stop_roles(roles, settings.shutdown_grace_s)
 
-  run_results.summarize(summary, outcome, settings, roles_on, roles, keeper,
-                        clock, seen_results)
+  summary = run_results.summarize(summary, outcome, settings, roles_on,
+                                  roles, keeper, clock, seen_results)
   summary = reporter.finish(summary)
   try:
     run_directory.write_summary(root_dir, summary)

@@ -106,9 +106,10 @@ def evaluation_summary(result: Optional[Dict]) -> Optional[Dict]:
 def summarize(summary: records.RunSummary, outcome: Outcome,
               settings: 'RunSettings', roles_on, roles: List,
               keeper: 'ResultKeeper', clock: Clock,
-              seen_results: int) -> None:
-  """Completes `summary` once every role stopped: how the run ended, the
-  model it keeps and what it played, the counters and the roles' fates."""
+              seen_results: int) -> records.RunSummary:
+  """`summary` completed once every role stopped: how the run ended, the
+  model it keeps and what it played, the counters, the roles' fates and
+  where they ran."""
   progress = read_progress(roles_on, settings.num_actors)
   learner = progress.learner
   results = roles_on.read_results()
@@ -152,8 +153,8 @@ def summarize(summary: records.RunSummary, outcome: Outcome,
                                 for name, actor in actors.items()}
   summary.role_restarts = {role.name: role.restarts for role in roles}
   summary.exit_codes = {role.name: role.exit_code() for role in roles}
-  for name, value in roles_on.summary().items():
-    setattr(summary, name, value)
+  # A field the schema lacks fails here rather than vanish from the file.
+  return dataclasses.replace(summary, **roles_on.summary())
 
 
 @dataclasses.dataclass
