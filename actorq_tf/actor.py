@@ -8,7 +8,7 @@ seconds, it asks for a newer model.
 """
 from concurrent import futures
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from absl import logging
 import gin
@@ -58,6 +58,11 @@ class TFLitePyPolicy(py_policy.PyPolicy):
   first model it acts uniformly at random (`greedy_action` is None then),
   and counts those actions in `steps_without_model`.
 
+  An actor of several environments gives their observations in one batch
+  to `greedy_actions`; `batch_seeds` are their seeds, in that order, so that
+  each breaks its int8 Q-value ties as a single actor of its seed would
+  (one environment of `seed` by default).
+
   `update()` pulls a newer model if there is one: the row's signature is
   checked with the run key, then the model is trial-run in a child process
   and its specs compared with the environment's, on a thread, while the
@@ -67,7 +72,8 @@ class TFLitePyPolicy(py_policy.PyPolicy):
 
   def __init__(self, env, server_address: str, key: signing.RunKey,
                precision: str = 'int8', seed: int = 0,
-               server_timeout_s: float = 10.0):
+               server_timeout_s: float = 10.0,
+               batch_seeds: Sequence[int] = ()):
     if precision not in TFLITE_PRECISIONS:
       raise ActorQError(f'unknown TFLite precision {precision!r}; expected '
                         f'one of {TFLITE_PRECISIONS}')
@@ -75,11 +81,11 @@ class TFLitePyPolicy(py_policy.PyPolicy):
     self._puller = model_channel.ModelPuller(
         model_channel.wait_for_server(server_address, server_timeout_s),
         precision, key)
-    self._seed = seed
+    self._tie_break_seeds = list(batch_seeds) or [seed]
     self._observation_shape = tuple(env.observation_spec().shape)
     self._output_size = self._algorithm.policy_output_size(env)
     self._model: Optional[TFLiteModel] = None
-    self._act = None  # The model's greedy action for one observation.
+    self._act = None  # The model's greedy actions for a batch.
     self._checks = futures.ThreadPoolExecutor(1, 'ModelCheck')
     self._pending: Optional[futures.Future] = None
     self._random = random_py_policy.RandomPyPolicy(
@@ -126,16 +132,25 @@ class TFLitePyPolicy(py_policy.PyPolicy):
       return published, load_untrusted_model(
           published.model_bytes, published.normalizer,
           self._observation_shape, self._output_size,
-          tie_break_seed=self._seed + published.version), None
+          tie_break_seed=[seed + published.version
+                          for seed in self._tie_break_seeds]), None
     except ActorQError as e:
       return published, None, e.message
 
-  def greedy_action(self, observation: np.ndarray):
-    """The model's greedy action (the algorithm's: an int for DQN, an array
-    for D4PG), or None before the first model."""
+  def greedy_actions(self, observations: np.ndarray):
+    """The model's greedy actions for a batch of observations (the
+    algorithm's: ints for DQN, arrays for D4PG), or None before the first
+    model."""
     if self._model is None:
       return None
-    return self._act(observation)
+    return self._act(observations)
+
+  def greedy_action(self, observation: np.ndarray):
+    """The greedy action for one observation, or None before the first
+    model."""
+    if self._model is None:
+      return None
+    return self._act(observation[None])[0, ...]
 
   def _action(self, time_step, policy_state):
     action = self.greedy_action(time_step.observation)
@@ -147,10 +162,10 @@ class TFLitePyPolicy(py_policy.PyPolicy):
 
 
 class StockPyPolicy(py_policy.PyPolicy):
-  """The stock baseline as a greedy `PyPolicy`: TF-Agents' fp32 QPolicy or
-  ActorPolicy run by PyTFEagerPolicy, on the variables the learner signs
-  and publishes (pulled as `ReverbVariableContainer` would, signature
-  checked). Acts at random before the first variables, counted in
+  """The stock baseline as a greedy `PyPolicy`: TF-Agents' fp32 greedy
+  QPolicy or ActorPolicy run by PyTFEagerPolicy, on the variables the
+  learner signs and publishes (pulled as `ReverbVariableContainer` would,
+  signature checked). Acts at random before the first variables, counted in
   `steps_without_model`."""
 
   def __init__(self, env, server_address: str, key: signing.RunKey,
@@ -163,6 +178,8 @@ class StockPyPolicy(py_policy.PyPolicy):
     self._puller = model_channel.VariablesPuller(
         server_address, policy_network.variables, key)
     self._policy = stock_greedy_policy(env, policy_network, algorithm)
+    self._batch_policy = stock_greedy_policy(env, policy_network, algorithm,
+                                             batched=True)
     self._has_variables = False
     self._random = random_py_policy.RandomPyPolicy(
         env.time_step_spec(), env.action_spec(), seed=seed)
@@ -186,13 +203,20 @@ class StockPyPolicy(py_policy.PyPolicy):
         return False
     return self._puller.update()
 
-  def greedy_action(self, observation: np.ndarray):
+  def greedy_actions(self, observations: np.ndarray):
     if not self.version:
       return None
     # The greedy policies read only the observation.
-    return self._policy.action(time_step_lib.TimeStep(
-        step_type=_MID, reward=_ZERO, discount=_ONE,
-        observation=observation)).action
+    batch = len(observations)
+    return self._batch_policy.action(time_step_lib.TimeStep(
+        step_type=np.full(batch, _MID), reward=np.zeros(batch, np.float32),
+        discount=np.ones(batch, np.float32),
+        observation=observations)).action
+
+  def greedy_action(self, observation: np.ndarray):
+    if not self.version:
+      return None
+    return self.greedy_actions(observation[None])[0, ...]
 
   def _action(self, time_step, policy_state):
     if not self.version:
@@ -201,41 +225,62 @@ class StockPyPolicy(py_policy.PyPolicy):
     return self._policy.action(time_step, policy_state)
 
 
-def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder
+def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder,
+                        batched: bool = False
                        ) -> py_tf_eager_policy.PyTFEagerPolicy:
   """TF-Agents' own greedy policy over `policy_network` (the algorithm's:
-  QPolicy, ActorPolicy), as its examples run it, in a PyTFEagerPolicy.
+  QPolicy, ActorPolicy), as its examples run it, in a PyTFEagerPolicy: of
+  one time step, or of a batch of them (`batched`).
 
   Greedy: exploration is the same Python code for every precision, so the
   precisions differ only in how the policy runs.
   """
   return py_tf_eager_policy.PyTFEagerPolicy(
-      algorithm.stock_policy(env, policy_network), use_tf_function=True)
+      algorithm.stock_policy(env, policy_network), use_tf_function=True,
+      batch_time_steps=not batched)
 
 
 def greedy_policy(env, server_address: str, key: signing.RunKey,
                   precision: str = 'int8', seed: int = 0,
-                  server_timeout_s: float = 10.0):
+                  server_timeout_s: float = 10.0,
+                  batch_seeds: Sequence[int] = ()):
   """The greedy policy an actor of `precision` runs: `TFLitePyPolicy` for
-  int8, fp16 and fp32 models, `StockPyPolicy` for `tf`."""
+  int8, fp16 and fp32 models (`batch_seeds`: see there), `StockPyPolicy`
+  for `tf`."""
   if precision == 'tf':
     return StockPyPolicy(env, server_address, key, seed, server_timeout_s)
   return TFLitePyPolicy(env, server_address, key, precision, seed,
-                        server_timeout_s)
+                        server_timeout_s, batch_seeds)
+
+
+def environment_seeds(seed: int, actor_index: int,
+                      envs_per_actor: int = 1) -> List[int]:
+  """The seeds of actor `actor_index`'s environments: its environment j is
+  seeded, explores and breaks ties as single actor i * N + j of a run of
+  N-times as many single-environment actors would (seed + 1000 * that)."""
+  first = actor_index * envs_per_actor
+  return [seed + 1000 * (first + j) for j in range(envs_per_actor)]
 
 
 def collect_policy(env, greedy: py_policy.PyPolicy, actor_index: int = 0,
                    num_actors: int = 1, seed: int = 0, first_step: int = 0,
-                   steps_without_model: int = 0
+                   steps_without_model: int = 0, envs_per_actor: int = 1
                   ) -> exploration.ExploringPyPolicy:
   """`greedy` with the exploration of the environment's algorithm around it
   (epsilon-greedy for DQN, Gaussian noise for D4PG), spread across
-  `num_actors` actors as the algorithm spreads it. A restarted actor goes on
-  from its counts: `first_step` (where the decay is) and
+  `num_actors` actors as the algorithm spreads it: an actor of
+  `envs_per_actor` environments explores in each as one of that many single
+  actors would (see `environment_seeds`). A restarted actor goes on from its
+  counts: `first_step` (each environment's step, where the decay is) and
   `steps_without_model`."""
-  explorer = agents.check_environment(env).explorer(env, actor_index,
-                                                    num_actors, seed)
-  return exploration.ExploringPyPolicy(greedy, explorer, first_step,
+  algorithm = agents.check_environment(env)
+  first = actor_index * envs_per_actor
+  explorers = [
+      algorithm.explorer(env, first + j, num_actors * envs_per_actor,
+                         environment_seed)
+      for j, environment_seed in enumerate(
+          environment_seeds(seed, actor_index, envs_per_actor))]
+  return exploration.ExploringPyPolicy(greedy, explorers, first_step,
                                        steps_without_model)
 
 
@@ -253,6 +298,7 @@ def run_actor(root_dir: str,
               server_timeout_s: float = runtime.SERVER_TIMEOUT_S,
               wait_for_first_model_s: float = 0.0,
               model_key_file: str = '',
+              envs_per_actor: int = 1,
               should_stop=lambda: False) -> int:
   """Collects experience until `max_env_steps` (0: until stopped).
 
@@ -264,9 +310,9 @@ def run_actor(root_dir: str,
     actor_index: this actor's index, which sets its exploration (the
       algorithm's builder spreads it across actors) and its seed.
     num_actors: how many actors the run has (for the exploration spread).
-    seed: base seed; actor i uses seed + 1000 * i.
-    max_env_steps: stop after this many env steps in this run; 0 runs until
-      stopped.
+    seed: base seed; see `environment_seeds`.
+    max_env_steps: stop after this many env steps in this run (rounded up to
+      a multiple of `envs_per_actor`); 0 runs until stopped.
     model_pull_interval: env steps between pulls of a newer model. 0 picks
       the default: 1 for `tf` (TF-Agents' distributed examples update
       variables after every step) and 100 for TFLite models.
@@ -284,6 +330,11 @@ def run_actor(root_dir: str,
     model_key_file: file of the run key that the learner signs models with
       (see `signing.run_key`); '' takes the key the launcher handed over,
       else root_dir's.
+    envs_per_actor: environments this actor steps in turn, calling its
+      model once for all of their observations. Each is seeded, explores
+      and writes to replay as one of N single actors would (see
+      `environment_seeds`), so the replay gets the same items; the env
+      steps counted, and the model share, are the sum over them.
     should_stop: polled every step; SIGTERM handling sets it in binaries.
 
   Returns:
@@ -294,10 +345,15 @@ def run_actor(root_dir: str,
   if precision not in PRECISIONS:
     raise ActorQError(f'unknown precision {precision!r}; expected one of '
                       f'{PRECISIONS}')
+  if envs_per_actor < 1:
+    raise ActorQError(f'an actor needs at least one environment; '
+                      f'envs_per_actor is {envs_per_actor}')
   model_pull_interval = model_pull_interval or (1 if precision == 'tf' else 100)
-  actor_seed = seed + 1000 * actor_index
-  env = environments.load_environment()
-  environments.seed_environment(env, actor_seed)
+  seeds = environment_seeds(seed, actor_index, envs_per_actor)
+  envs = [environments.load_environment() for _ in seeds]
+  for env, env_seed in zip(envs, seeds):
+    environments.seed_environment(env, env_seed)
+  env = envs[0]
   algorithm = agents.check_environment(env)
   action_dtype = env.action_spec().dtype
 
@@ -309,13 +365,17 @@ def run_actor(root_dir: str,
   # an actor that raised in the caller's process (benchmarks, tests).
   try:
     replay.check_same_environment(client, algorithm.collect_data_spec(env))
-    experience_writer = replay.replay_observer(
-        client, key, give_up_s=server_timeout_s,
-        on_server_answer=watchdog.beat)
-    policy = greedy_policy(env, server_address, key, precision, actor_seed,
-                           server_timeout_s)
-    novelty = exploration.CountBonus(
-        lambda: _walk_observations(actor_seed))
+    # One writer per environment: an item is a window of one episode's
+    # steps, and Reverb's writers build windows from one stream of steps.
+    experience_writers = [
+        replay.replay_observer(client, key, give_up_s=server_timeout_s,
+                               on_server_answer=watchdog.beat)
+        for _ in envs]
+    policy = greedy_policy(env, server_address, key, precision, seeds[0],
+                           server_timeout_s, batch_seeds=seeds)
+    novelties = [exploration.CountBonus(
+        lambda env_seed=env_seed: _walk_observations(env_seed))
+                 for env_seed in seeds]
 
     role = run_directory.actor_role(actor_index)
     previous_run = (run_directory.read_status(root_dir, role) or
@@ -325,18 +385,21 @@ def run_actor(root_dir: str,
     # counted by the collect policy and shown everywhere, so that an actor
     # never acts at random unnoticed.
     collect = collect_policy(
-        env, policy, actor_index, num_actors, actor_seed, first_step=steps,
-        steps_without_model=previous_run.steps_without_model)
+        env, policy, actor_index, num_actors, seed,
+        first_step=steps // envs_per_actor,
+        steps_without_model=previous_run.steps_without_model,
+        envs_per_actor=envs_per_actor)
     reporter = ActorReporter(root_dir, role, precision, policy, collect,
-                             novelty, status_interval_s, previous_run)
+                             novelties, status_interval_s, previous_run)
     if steps:
       logging.info('Going on from env step %d of an earlier run of %s.', steps,
                    role)
     max_env_steps = max_env_steps and steps + max_env_steps
-    episode_return, episode_length = 0.0, 0
+    episode_returns = [0.0] * len(envs)
+    episode_lengths = [0] * len(envs)
     server_lost = False
     next_pull_step, next_pull_time = steps, time.monotonic()
-    stepper = environments.DirectSteps(env)
+    steppers = [environments.DirectSteps(env) for env in envs]
     boundary_action = np.broadcast_to(
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
     if wait_for_first_model_s:
@@ -344,7 +407,8 @@ def run_actor(root_dir: str,
       reporter.took_version(policy.version)
 
     seconds = reporter.start_loop()  # policy, env, replay: see ActorReporter
-    observation, step_type = stepper.reset(), _FIRST
+    observations = [stepper.reset() for stepper in steppers]
+    step_types = [_FIRST] * len(envs)
     while not should_stop() and not (max_env_steps and steps >= max_env_steps):
       watchdog.beat()
       if steps >= next_pull_step or time.monotonic() >= next_pull_time:
@@ -366,49 +430,58 @@ def run_actor(root_dir: str,
         reporter.pull_seconds += time.monotonic() - pull_start
 
       policy_start = time.perf_counter()
-      action = collect.act(observation)
-      env_start = time.perf_counter()
-      next_observation, reward, discount, last = stepper.step(action)
-      replay_start = time.perf_counter()
-      seconds['policy'] += env_start - policy_start
-      seconds['env'] += replay_start - env_start
-      next_step_type = _LAST if last else _MID
-      experience_writer.write(trajectory_lib.Trajectory(
-          step_type=step_type, observation=observation, action=action,
-          policy_info=(), next_step_type=next_step_type,
-          reward=(np.float32(reward + novelty(next_observation, steps))
-                  if novelty.enabled else reward),
-          discount=discount))
-      steps += 1
-      episode_return += float(reward)
-      episode_length += 1
-      if last:
-        # The boundary step (last -> first) that TF-Agents' auto-reset makes
-        # carries the episode's last observation into replay; no env step and
-        # no policy call, so it is not counted as one.
-        experience_writer.write(trajectory_lib.Trajectory(
-            step_type=_LAST, observation=next_observation,
-            action=boundary_action, policy_info=(), next_step_type=_FIRST,
-            reward=_ZERO, discount=_ONE))
-        reporter.episode_ended(episode_return, episode_length)
-        episode_return, episode_length = 0.0, 0
-        reset_start = time.perf_counter()
-        seconds['replay'] += reset_start - replay_start
-        observation, step_type = stepper.reset(), _FIRST
-        seconds['env'] += time.perf_counter() - reset_start
-      else:
-        observation, step_type = next_observation, _MID
-        seconds['replay'] += time.perf_counter() - replay_start
+      env_step = collect.steps  # each environment's, before this step
+      actions = collect.act_batch(np.stack(observations))
+      seconds['policy'] += time.perf_counter() - policy_start
+      for i, stepper in enumerate(steppers):
+        action = actions[i, ...]
+        env_start = time.perf_counter()
+        next_observation, reward, discount, last = stepper.step(action)
+        replay_start = time.perf_counter()
+        seconds['env'] += replay_start - env_start
+        next_step_type = _LAST if last else _MID
+        experience_writers[i].write(trajectory_lib.Trajectory(
+            step_type=step_types[i], observation=observations[i],
+            action=action, policy_info=(), next_step_type=next_step_type,
+            reward=(np.float32(reward + novelties[i](next_observation,
+                                                     env_step))
+                    if novelties[i].enabled else reward),
+            discount=discount))
+        steps += 1
+        episode_returns[i] += float(reward)
+        episode_lengths[i] += 1
+        if last:
+          # The boundary step (last -> first) that TF-Agents' auto-reset
+          # makes carries the episode's last observation into replay; no env
+          # step and no policy call, so it is not counted as one.
+          experience_writers[i].write(trajectory_lib.Trajectory(
+              step_type=_LAST, observation=next_observation,
+              action=boundary_action, policy_info=(), next_step_type=_FIRST,
+              reward=_ZERO, discount=_ONE))
+          reporter.episode_ended(episode_returns[i], episode_lengths[i])
+          episode_returns[i], episode_lengths[i] = 0.0, 0
+          reset_start = time.perf_counter()
+          seconds['replay'] += reset_start - replay_start
+          observations[i], step_types[i] = stepper.reset(), _FIRST
+          seconds['env'] += time.perf_counter() - reset_start
+        else:
+          observations[i], step_types[i] = next_observation, _MID
+          seconds['replay'] += time.perf_counter() - replay_start
 
       if reporter.due():
-        reporter.write(steps, experience_writer.blocked_seconds)
+        reporter.write(steps, _blocked_seconds(experience_writers))
 
     loop_seconds = reporter.loop_seconds()
-    experience_writer.close()
-    reporter.close(steps, experience_writer.blocked_seconds, loop_seconds)
+    for experience_writer in experience_writers:
+      experience_writer.close()
+    reporter.close(steps, _blocked_seconds(experience_writers), loop_seconds)
     return steps
   finally:
     watchdog.stop()
+
+
+def _blocked_seconds(experience_writers) -> float:
+  return sum(writer.blocked_seconds for writer in experience_writers)
 
 
 class ActorReporter:
@@ -423,14 +496,15 @@ class ActorReporter:
 
   def __init__(self, root_dir: str, role: str, precision: str, policy,
                collect: exploration.ExploringPyPolicy,
-               novelty: exploration.CountBonus, interval_s: float,
+               novelties: Sequence[exploration.CountBonus],
+               interval_s: float,
                previous_run: records.ActorStatus):
     self._root_dir = root_dir
     self._role = role
     self._precision = precision
     self._policy = policy
     self._collect = collect
-    self._novelty = novelty
+    self._novelties = novelties
     self._interval_s = interval_s
     self._writer = metrics.summary_writer(root_dir, role)
     self._steps = previous_run.env_steps
@@ -482,7 +556,8 @@ class ActorReporter:
                   for name, value in self.seconds.items()}
     time_share['other'] = max(0.0, 1.0 - sum(time_share.values()))
     return records.ActorStatus(
-        env_steps=steps, episodes=self._episodes, time_share=time_share,
+        env_steps=steps, episodes=self._episodes,
+        environments=self._collect.environments, time_share=time_share,
         model_version=self._policy.version, versions_run=self._versions_run,
         precision=self._precision, steps_without_model=steps_without_model,
         model_share=share, recent_model_share=recent_share,
@@ -494,7 +569,8 @@ class ActorReporter:
     rate = self._rate.rate(steps)
     mean_return = (float(np.mean(self._recent_returns))
                    if self._recent_returns else None)
-    novelty = self._novelty.summary() if self._novelty.enabled else {}
+    novelty = metrics.mean_figures([bonus.summary() for bonus in
+                                    self._novelties if bonus.enabled])
     status = self._status(
         steps, self.loop_seconds(), env_steps_per_second=rate,
         episode_return=mean_return,

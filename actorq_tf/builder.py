@@ -101,9 +101,10 @@ class AlgorithmBuilder(abc.ABC):
   @abc.abstractmethod
   def model_policy(self, model: TFLiteModel
                   ) -> Callable[[np.ndarray], object]:
-    """The TFLite model's own method that gives its greedy action for one
-    observation, as the actor's exploration takes it (no call layer added
-    on the actor's hot path)."""
+    """The TFLite model's own method that gives its greedy actions for a
+    batch of observations (one per environment of an actor), as the actor's
+    exploration takes them: unclipped, no call layer added on the actor's
+    hot path."""
 
   @abc.abstractmethod
   def model_actions(self, model: TFLiteModel, observations: np.ndarray,

@@ -353,7 +353,7 @@ class D4pgBuilder(AlgorithmBuilder):
     return tf.clip_by_value(outputs, action_spec.minimum, action_spec.maximum)
 
   def model_policy(self, model):
-    return model.action  # Exploration clips it.
+    return model.outputs  # Exploration clips them.
 
   def model_actions(self, model, observations, action_spec):
     return np.clip(model.outputs(observations), action_spec.minimum,

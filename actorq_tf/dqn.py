@@ -11,6 +11,7 @@ import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.environments import py_environment
 from tf_agents.networks import network
+from tf_agents.policies import greedy_policy
 from tf_agents.policies import q_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.utils import common
@@ -124,16 +125,18 @@ class DqnBuilder(AlgorithmBuilder):
     return tf.argmax(outputs, axis=-1)
 
   def model_policy(self, model):
-    return model.greedy_action
+    return model.greedy_actions
 
   def model_actions(self, model, observations, action_spec):
     del action_spec  # An argmax is always an action.
     return model.greedy_actions(observations)
 
   def stock_policy(self, env, policy_network):
-    return q_policy.QPolicy(tensor_spec.from_spec(env.time_step_spec()),
-                            tensor_spec.from_spec(env.action_spec()),
-                            q_network=policy_network)
+    # A QPolicy's action samples its softmax over Q-values; DqnAgent's
+    # greedy policy takes their argmax, as the TFLite actors do.
+    return greedy_policy.GreedyPolicy(q_policy.QPolicy(
+        tensor_spec.from_spec(env.time_step_spec()),
+        tensor_spec.from_spec(env.action_spec()), q_network=policy_network))
 
 
 class PiecewiseLinearLearningRate(

@@ -2,13 +2,14 @@
 spreads across actors, the policy wrapper that adds it, and the novelty
 bonus they may add to rewards."""
 import math
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import gin
 import numpy as np
 from tf_agents.policies import py_policy
 from tf_agents.trajectories import policy_step
 
+from actorq_tf import metrics
 from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
 
@@ -121,43 +122,62 @@ class GaussianNoise:
 
 
 class ExploringPyPolicy(py_policy.PyPolicy):
-  """A greedy policy with an explorer (`EpsilonGreedy`, `GaussianNoise`)
+  """A greedy policy with explorers (`EpsilonGreedy`, `GaussianNoise`)
   around it: TF-Agents' collect policy to a greedy policy.
 
-  The greedy policy gives `greedy_action(observation)`, None while it has
-  no model; the explorer then acts at random, and the step is counted in
-  `steps_without_model`. The explorer's schedule runs on this policy's
-  count of steps, `steps`.
+  One explorer per environment that the policy acts in: `act` takes one
+  observation (the first explorer's), `act_batch` one observation per
+  explorer, in their order, with one call of the greedy policy for all.
+  The greedy policy gives `greedy_actions(observations)`, None while it
+  has no model; the explorers then act at random, and those env steps are
+  counted in `steps_without_model`. The explorers' schedules run on
+  `steps`, the steps of each environment so far.
   """
 
-  def __init__(self, greedy, explorer, first_step: int = 0,
+  def __init__(self, greedy, explorers: Sequence, first_step: int = 0,
                steps_without_model: int = 0):
+    if not explorers:
+      raise ActorQError('an exploring policy needs an explorer per '
+                        'environment, and got none')
     self.greedy = greedy
     self.steps = first_step
     self.steps_without_model = steps_without_model
-    self._explorer = explorer
+    self._explorers = list(explorers)
     self._action_dtype = greedy.action_spec.dtype
     super().__init__(greedy.time_step_spec, greedy.action_spec)
 
+  @property
+  def environments(self) -> int:
+    return len(self._explorers)
+
+  def act_batch(self, observations: np.ndarray) -> np.ndarray:
+    """The actions for a batch of observations, one per explorer: what an
+    actor's loop calls once per step of its environments."""
+    greedy_actions = self.greedy.greedy_actions(observations)
+    if greedy_actions is None:
+      self.steps_without_model += len(observations)
+      greedy_actions = (None,) * len(observations)
+    actions = np.asarray(
+        [explorer.act(action, self.steps)
+         for explorer, action in zip(self._explorers, greedy_actions)],
+        self._action_dtype)
+    self.steps += 1
+    return actions
+
   def act(self, observation: np.ndarray) -> np.ndarray:
     """The action for one observation: what `action` returns, without
-    TF-Agents' time step and policy step around it (an actor's loop calls
-    this once per env step)."""
-    greedy_action = self.greedy.greedy_action(observation)
-    if greedy_action is None:
-      self.steps_without_model += 1
-    action = np.asarray(self._explorer.act(greedy_action, self.steps),
-                        self._action_dtype)
-    self.steps += 1
-    return action
+    TF-Agents' time step and policy step around it."""
+    return self.act_batch(observation[None])[0, ...]  # an array, as specs are
 
   def _action(self, time_step, policy_state):
     return policy_step.PolicyStep(self.act(time_step.observation),
                                   policy_state, ())
 
   def summary(self) -> Dict[str, float]:
-    """The explorer's figures now (epsilon, sigma)."""
-    return self._explorer.summary(self.steps)
+    """The explorers' figures now (epsilon, sigma), averaged over the
+    environments."""
+    return metrics.mean_figures([explorer.summary(self.steps)
+                                 for explorer in self._explorers])
 
 
 @gin.configurable

@@ -1,6 +1,6 @@
 """Policy models in the TFLite interpreter, as actors and the evaluator run
 them, and the loading of model bytes that came over the network."""
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -10,25 +10,27 @@ from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
 
 
-def random_argmax(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-  """argmax over the last axis, each tie broken uniformly at random."""
-  is_max = values == values.max(-1, keepdims=True)
-  return np.argmax(np.where(is_max, rng.random(values.shape), -1.0), -1)
-
-
 class TFLiteModel:
-  """Runs a TFLite policy model, batch 1 by default.
+  """Runs a TFLite policy model on a batch of observations (1 at first).
 
   The model maps observations to Q-values (discrete actions; the greedy
   action is their argmax) or to the action itself (continuous actions).
   Full-int8 models take and give int8 tensors: observations are normalized
   and quantized with the input's scale and zero point in one affine step, and
   outputs dequantized with the output's, so callers always see float32.
+
+  int8 Q-values of near-equal actions often round to the same level, and
+  argmax alone would always take the lowest action of a tie: ties are
+  broken at random, with one generator seeded by `tie_break_seed`, or, given
+  a sequence of seeds, one generator per row of a batch of that size (an
+  actor's environments, each breaking its ties as a single actor of its
+  seed would).
   """
 
   def __init__(self, model_bytes: bytes,
                normalizer: Optional[ObservationNormalizer] = None,
-               num_threads: int = 1, tie_break_seed: int = 0):
+               num_threads: int = 1,
+               tie_break_seed: Union[int, Sequence[int]] = 0):
     try:
       # One thread per interpreter: with more threads than cores each call
       # becomes thousands of times slower on small machines.
@@ -60,11 +62,10 @@ class TFLiteModel:
                         'it came with an observation normalizer')
     self._int8_min = np.full(self.observation_shape, -128, np.float32)
     self._int8_max = np.full(self.observation_shape, 127, np.float32)
+    seeds = np.atleast_1d(tie_break_seed).tolist()
+    self._tie_breakers = [np.random.default_rng(seed) for seed in seeds]
     # Functions returning numpy views of the interpreter's buffers; a view
     # must not be held across invoke().
-    # int8 Q-values of near-equal actions often round to the same level;
-    # argmax alone would always take the lowest action of a tie.
-    self._tie_breaker = np.random.default_rng(tie_break_seed)
     self._input_buffer = self._interpreter.tensor(self._input_index)
     self._output_buffer = self._interpreter.tensor(self._output_index)
     normalizer = normalizer or ObservationNormalizer.identity(
@@ -111,55 +112,57 @@ class TFLiteModel:
     return ((outputs.astype(np.float32) - self._output_zero_point) *
             self._output_scale)
 
-  def _invoke_single(self, observation: np.ndarray) -> np.ndarray:
-    """The outputs for one observation, as a view of the interpreter's own
-    buffer: valid until the next call."""
-    # The hot path of every actor step: writes into the interpreter's own
-    # input buffer and reads its output buffer, without set_tensor's and
-    # get_tensor's checks and copies (half the call time of a small model).
-    self._input_buffer()[0] = self._affine(observation)  # casts the dtype
-    self._interpreter.invoke()
-    return self._output_buffer()[0]
-
-  def outputs(self, observations: np.ndarray) -> np.ndarray:
-    """Outputs for a batch of observations, shape [batch, output_size]."""
+  def _invoke(self, observations: np.ndarray) -> np.ndarray:
+    """The outputs for a batch of observations, as a view of the
+    interpreter's own buffer: valid until the next call."""
     batch = observations.shape[0]
     if batch != self._batch_size:
       self._interpreter.resize_tensor_input(
           self._input_index, [batch, *self.observation_shape])
       self._interpreter.allocate_tensors()
       self._batch_size = batch
-    self._interpreter.set_tensor(
-        self._input_index,
-        self._affine(observations).astype(self._input_dtype, copy=False))
+    # The hot path of every actor step: writes into the interpreter's own
+    # input buffer and reads its output buffer, without set_tensor's and
+    # get_tensor's checks and copies (half the call time of a small model).
+    self._input_buffer()[:] = self._affine(observations)  # casts the dtype
     self._interpreter.invoke()
-    return self._dequantize(self._interpreter.get_tensor(self._output_index))
+    return self._output_buffer()
+
+  def outputs(self, observations: np.ndarray) -> np.ndarray:
+    """Outputs for a batch of observations, shape [batch, output_size]."""
+    outputs = self._invoke(observations)
+    return (self._dequantize(outputs) if self._quantized_output
+            else outputs.copy())
 
   def greedy_actions(self, observations: np.ndarray) -> np.ndarray:
-    """argmax_a Q(o, a) for a batch, ties broken at random."""
-    return random_argmax(self.outputs(observations), self._tie_breaker)
+    """argmax_a Q(o, a) for a batch, ties broken at random (see the class)."""
+    # argmax of int8 outputs equals argmax of their dequantized values (the
+    # scale is positive), so dequantization is skipped. A few values are
+    # cheaper to compare as a Python list than as an array, and a random
+    # number is drawn only for a tie.
+    actions = []
+    rows = self._invoke(observations).tolist()
+    if len(self._tie_breakers) not in (1, len(rows)):
+      raise ActorQError(f'a batch of {len(rows)} observations for '
+                        f'{len(self._tie_breakers)} tie-breaking seeds')
+    for row, values in enumerate(rows):
+      best = max(values)
+      if values.count(best) == 1:
+        actions.append(values.index(best))
+      else:
+        tie_breaker = self._tie_breakers[row % len(self._tie_breakers)]
+        actions.append(int(tie_breaker.choice(
+            [action for action, value in enumerate(values) if value == best])))
+    return np.asarray(actions)
 
   def greedy_action(self, observation: np.ndarray) -> int:
     """argmax_a Q(observation, a) for one unbatched observation, ties broken
     at random."""
-    if self._batch_size != 1:
-      return int(self.greedy_actions(observation[None])[0])
-    # argmax of int8 outputs equals argmax of their dequantized values
-    # (the scale is positive), so the hot path skips dequantization. A few
-    # values are cheaper to compare as a Python list than as an array, and a
-    # random number is drawn only for a tie.
-    values = self._invoke_single(observation).tolist()
-    best = max(values)
-    if values.count(best) == 1:
-      return values.index(best)
-    return int(self._tie_breaker.choice(
-        [action for action, value in enumerate(values) if value == best]))
+    return int(self.greedy_actions(observation[None])[0])
 
   def action(self, observation: np.ndarray) -> np.ndarray:
     """The continuous action for one unbatched observation."""
-    if self._batch_size != 1:
-      return self.outputs(observation[None])[0]
-    return self._dequantize(self._invoke_single(observation).copy())
+    return self.outputs(observation[None])[0]
 
   def op_names(self):
     """Names of the builtin ops in the model, for checks and tests."""

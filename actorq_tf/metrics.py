@@ -2,7 +2,9 @@
 run directory's, see run_directory.)"""
 import os
 import time
+from typing import Dict, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -30,3 +32,10 @@ class RateMeter:
     rate = (count - self._count) / max(now - self._time, 1e-9)
     self._count, self._time = count, now
     return rate
+
+
+def mean_figures(figures: Sequence[Dict[str, float]]) -> Dict[str, float]:
+  """Each figure's mean over several sources of the same figures (an
+  actor's environments); none gives none."""
+  return {name: float(np.mean([f[name] for f in figures]))
+          for name in (figures[0] if figures else ())}

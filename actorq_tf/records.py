@@ -49,6 +49,7 @@ class ActorStatus(PullerStatus):
   precision: str = ''
   env_steps: int = 0
   episodes: int = 0
+  environments: int = 1  # stepped in turn, one model call for all
   # Of the last interval; absent (0) in the status of a stopped actor.
   env_steps_per_second: float = 0.0
   episode_return: Optional[float] = None  # Mean of the last interval's.

@@ -17,6 +17,9 @@ flags.DEFINE_integer('max_env_steps', 0, 'Stop after this many env steps; 0 '
                      'runs until stopped.')
 flags.DEFINE_integer('model_pull_interval', 0, 'Env steps between pulls of a '
                      'newer model; 0: 1 for tf, 100 for TFLite.')
+flags.DEFINE_integer('envs_per_actor', None, 'Environments this actor '
+                     'steps, with one model call for all; unset: '
+                     'run_actor.envs_per_actor of the gin config (1).')
 flags.mark_flag_as_required('root_dir')
 FLAGS = flags.FLAGS
 
@@ -30,7 +33,14 @@ def main(_):
                   seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
                   model_pull_interval=FLAGS.model_pull_interval,
                   should_stop=stop.is_set,
-                  **common.model_key_args())
+                  **common.model_key_args(), **_environments())
+
+
+def _environments():
+  """The flag's count, if given; else the gin config's."""
+  if FLAGS.envs_per_actor is None:
+    return {}
+  return {'envs_per_actor': FLAGS.envs_per_actor}
 
 
 def run():

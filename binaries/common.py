@@ -85,6 +85,9 @@ def define_launch_flags():
                     'What the actors run: int8 (ActorQ), fp16, fp32 TFLite, '
                     'or tf, TF-Agents\' stock fp32 policy.')
   flags.DEFINE_integer('num_actors', 1, 'Actor processes (one per core).')
+  flags.DEFINE_integer('envs_per_actor', None, 'Environments each actor '
+                       'steps, with one model call for all (binds '
+                       'run_actor.envs_per_actor); unset: the gin config\'s.')
   flags.DEFINE_float('target_return', None, 'Stop when the greedy eval '
                      'return (mean of run_evaluator.num_episodes '
                      'episodes) reaches this on '
@@ -112,6 +115,9 @@ def check_launch_flags():
   if FLAGS.num_actors < 1:
     raise ActorQError(f'--num_actors must be at least 1, not '
                       f'{FLAGS.num_actors}')
+  if FLAGS.envs_per_actor is not None and FLAGS.envs_per_actor < 1:
+    raise ActorQError(f'--envs_per_actor must be at least 1, not '
+                      f'{FLAGS.envs_per_actor}')
   parse_gin()
   env = environments.load_environment()
   algorithm = agents.check_environment(env)
@@ -137,7 +143,9 @@ def run_settings() -> launcher.RunSettings:
       root_dir=os.path.abspath(root_dir),
       gin_files=[os.path.abspath(f) if os.path.exists(f) else f
                  for f in FLAGS.gin_file],
-      gin_bindings=FLAGS.gin_bindings,
+      gin_bindings=FLAGS.gin_bindings + (
+          [] if FLAGS.envs_per_actor is None else
+          [f'run_actor.envs_per_actor = {FLAGS.envs_per_actor}']),
       actor_precision=FLAGS.actor_precision, num_actors=FLAGS.num_actors,
       seed=FLAGS.seed, max_env_steps=FLAGS.max_env_steps,
       max_wall_time_s=FLAGS.max_wall_time_s,

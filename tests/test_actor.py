@@ -1,4 +1,5 @@
 """The actor with each precision, against a real Reverb server."""
+import collections
 import contextlib
 import os
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import reverb
 import tensorflow as tf
+import tree
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories.time_step import StepType
 
@@ -207,6 +209,82 @@ def test_actor_keeps_a_valid_model_when_the_table_holds_bad_bytes(
       15, 'int8', good.model_bytes, good.normalizer), key)
   assert policy.update(wait=True)
   assert policy.version == 15
+
+
+def test_the_stock_policy_is_greedy_on_the_published_variables(
+    reverb_server, tmp_path):
+  from actorq_tf import environments  # pylint: disable=g-import-not-at-top
+  env = environments.load_environment()
+  q_network = publish_policy(reverb_server, version=5,
+                             root_dir=str(tmp_path))
+  policy = actor.StockPyPolicy(env, reverb_server,
+                               signing.run_key(str(tmp_path)))
+  assert policy.update()
+  observations = np.random.default_rng(1).normal(
+      0, 0.3, (500, 4)).astype(np.float32)
+  argmax = np.argmax(q_network(observations)[0].numpy(), axis=1)
+  # TF-Agents' QPolicy alone samples the softmax of the Q-values.
+  np.testing.assert_array_equal(policy.greedy_actions(observations), argmax)
+  assert [policy.greedy_action(o) for o in observations[:50]] == list(
+      argmax[:50])
+
+
+def _every_item(address):
+  """Each item of a replay table that removes items once sampled, with its
+  priority: its leaves' bytes, sorted (the order actors wrote them in is
+  not what is compared)."""
+  client = reverb.Client(address)
+  size = client.server_info()[replay.REPLAY_TABLE].current_size
+  items = sorted(
+      (b''.join(np.ascontiguousarray(leaf).tobytes()
+                for leaf in tree.flatten(sample.data)), sample.info.priority)
+      for sample in client.sample(replay.REPLAY_TABLE, num_samples=size,
+                                  emit_timesteps=False,
+                                  unpack_as_table_signature=True))
+  assert client.server_info()[replay.REPLAY_TABLE].current_size == 0
+  return items
+
+
+@pytest.mark.parametrize('precision', ['int8', 'tf'])
+def test_an_actor_of_n_environments_writes_what_n_single_actors_would(
+    tmp_path, precision):
+  environments_per_actor, steps_each = 3, 400
+  # Each item is sampled once and then removed: sampling them all reads
+  # the table's every item.
+  with _served('dqn_cartpole.gin', [
+      'create_q_network.fc_layer_params = (64, 64)',
+      "replay_table.regime = 'free_running'",
+      'replay_table.samples_per_insert = 1',
+      'replay_table.min_size_to_sample = 1']) as address:
+    publish_policy(address, version=3, root_dir=str(tmp_path / 'batched'))
+    key_file = str(tmp_path / 'batched' / signing.KEY_FILE)
+    common = dict(precision=precision, wait_for_first_model_s=60,
+                  model_key_file=key_file, seed=7)
+    steps = actor.run_actor(
+        str(tmp_path / 'batched'), address, num_actors=2, actor_index=1,
+        max_env_steps=environments_per_actor * steps_each,
+        envs_per_actor=environments_per_actor, **common)
+    assert steps == environments_per_actor * steps_each
+    batched = run_directory.read_status(str(tmp_path / 'batched'), 'actor_1')
+    batched_items = _every_item(address)
+
+    # Actor 1 of 2 with 3 environments each: single actors 3, 4 and 5 of 6.
+    single = [run_directory.read_status(
+        str(tmp_path / 'single'),
+        f'actor_{i}') for i in range(3, 6) if actor.run_actor(
+            str(tmp_path / 'single'), address, num_actors=6, actor_index=i,
+            max_env_steps=steps_each, **common)]
+    single_items = _every_item(address)
+
+  assert batched.environments == 3
+  assert batched.model_share == 1.0
+  assert batched.model_version == 3
+  assert batched.episodes == sum(status.episodes for status in single)
+  assert batched.episodes > 3  # episodes ended, and were padded
+  assert len(batched_items) > environments_per_actor * (steps_each - 30)
+  priorities = collections.Counter(priority for _, priority in batched_items)
+  assert priorities[replay.EPISODE_END_PRIORITY] > 0
+  assert batched_items == single_items
 
 
 def test_unknown_precision_is_refused(reverb_server, tmp_path):
