@@ -160,6 +160,16 @@ def test_zero_actors(run):
 
 @runs_binary(lambda directory: (
     'binaries.local_main', '--root_dir', str(directory / 'run'),
+    '--envs_per_actor', '0'))
+def test_zero_environments_per_actor(run):
+  result, directory = run
+  assert result.returncode == 1
+  assert '--envs_per_actor must be at least 1, not 0' in _error_line(result)
+  assert not (directory / 'run').exists()
+
+
+@runs_binary(lambda directory: (
+    'binaries.local_main', '--root_dir', str(directory / 'run'),
     '--energy_country', 'Atlantis'))
 def test_unknown_energy_country(run):
   result, directory = run

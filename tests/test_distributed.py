@@ -154,7 +154,9 @@ def test_a_run_that_meets_its_target_keeps_the_model_that_met_it(tmp_path):
 
 def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
   root_dir = str(tmp_path / 'run')
+  # Its actor steps two environments, with one model call for both.
   launcher = start_launcher(root_dir, '--max_env_steps', '2000',
+                            '--envs_per_actor', '2',
                             small_run=SMALL_CONTROL_SUITE_RUN)
   out, err = launcher.communicate(timeout=400)
   assert launcher.returncode == 0, err[-3000:]
@@ -167,6 +169,8 @@ def test_d4pg_on_a_control_suite_task_flows_end_to_end(tmp_path):
   assert set(summary['exit_codes'].values()) == {0}
   actor_status = run_directory.read_status(root_dir, 'actor_0')
   assert actor_status.model_version >= 100
+  assert actor_status.environments == 2
+  assert actor_status.model_share > 0.5
   learner_status = run_directory.read_status(root_dir, 'learner')
   assert learner_status.train_step >= 200
   results = run_directory.read_results(root_dir)
