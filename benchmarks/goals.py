@@ -13,6 +13,10 @@ PAPER_ACTOR_SPEEDUP_OVER_TF = 30.0
 # (env-only step time + interpreter invoke time) / actor step time: the
 # share of an int8 actor's loop spent on the two things it must do.
 ACTOR_EFFICIENCY = 0.8
+# Env steps/s of an int8 actor of N environments over a single-environment
+# int8 actor, in the same run: at paper size, and with a small network.
+MANY_ENVIRONMENTS_SPEEDUP = 1.5
+MANY_ENVIRONMENTS_SPEEDUP_SMALL_NETWORK = 2.0
 # Batch-1 latency, int8 over TFLite fp32, per network size.
 LATENCY_OVER_FP32 = {'256x256': 0.5, '2048x2048x2048': 0.15}
 # Wall time, energy and CO2 to the target return, int8 over `tf` actors.

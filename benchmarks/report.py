@@ -64,6 +64,8 @@ class ActorCase:
   gin_file: str
   gin_bindings: Tuple[str, ...]
   env_steps: int
+  # Environments of the case's many-environment actor rows (1: none).
+  envs_per_actor: int = 4
 
 
 @dataclasses.dataclass
@@ -217,7 +219,8 @@ def run_actors(plan: Plan, work_dir: str, log=print) -> List[Dict]:
     measured = _run_benchmark(
         'benchmarks.actor_throughput', case.gin_file, case.gin_bindings,
         ['--env_steps', str(case.env_steps),
-         '--repeats', str(plan.actor_repeats)],
+         '--repeats', str(plan.actor_repeats),
+         '--envs_per_actor', str(case.envs_per_actor)],
         os.path.join(work_dir, f'actors_{i}.log'))
     figures.append({'label': case.label, **measured})
   return figures

@@ -287,11 +287,21 @@ def _goals(results: Dict) -> List[Sequence]:
       ratio = _ratio(rates['int8'], rates[other])
       goals.append([f'actor env steps/s int8 / {other}, {case["label"]}',
                     f'>= {goal:g}', _fmt(ratio), _met(ratio, goal, False)])
-    efficiency = case.get('efficiency', {}).get('int8')
-    goals.append([f'int8 actor efficiency (env step + invoke) / actor step, '
-                  f'{case["label"]}', f'>= {G.ACTOR_EFFICIENCY:g}',
-                  _fmt(efficiency),
-                  _met(efficiency, G.ACTOR_EFFICIENCY, at_most=False)])
+    envs = case.get('envs_per_actor', 1)
+    many = f'int8_{envs}_envs'
+    for row in ('int8', many) if many in rates else ('int8',):
+      efficiency = case.get('efficiency', {}).get(row)
+      goals.append([f'{row} actor efficiency (env step + invoke) / actor '
+                    f'step, {case["label"]}', f'>= {G.ACTOR_EFFICIENCY:g}',
+                    _fmt(efficiency),
+                    _met(efficiency, G.ACTOR_EFFICIENCY, at_most=False)])
+    if many in rates:
+      goal = (G.MANY_ENVIRONMENTS_SPEEDUP if paper_size else
+              G.MANY_ENVIRONMENTS_SPEEDUP_SMALL_NETWORK)
+      ratio = _ratio(rates[many], rates['int8'])
+      goals.append([f'int8 actor env steps/s, {envs} environments / 1, '
+                    f'{case["label"]}', f'>= {goal:g}', _fmt(ratio),
+                    _met(ratio, goal, False)])
   for case in results.get('inference', []):
     goal = G.LATENCY_OVER_FP32.get(case['label'])
     if goal is None:
@@ -456,9 +466,14 @@ def _actor_section(results: Dict) -> List[str]:
            'error, not a figure). *env only*: random actions, no policy, '
            'no Reverb, the environment stepped as actors step it (and '
            'through TF-Agents\' PyEnvironment, which actors bypass). '
-           '*efficiency*: (env-only step time + interpreter invoke time) / '
-           'actor step time, the share of an actor\'s time spent on the two '
-           'things it must do. *loop time*: the shares of the actor\'s loop '
+           '*replay only*: the steps of a random walk written by the actor\'s '
+           'replay writer alone. *int8_N_envs*: an actor of N environments '
+           'and one model call for their N observations '
+           '(`--envs_per_actor`). '
+           '*efficiency*: (env-only step time + interpreter invoke time per '
+           'observation, at the row\'s batch) / actor step time, the share '
+           'of an actor\'s time spent on the two things it must do. '
+           '*loop time*: the shares of the actor\'s loop '
            'on its own clock: policy call and exploration, env step (and '
            'reset), replay writes, and the rest (model pulls, status). '
            'TFLite actors pull a model every 100 steps; '
@@ -486,10 +501,20 @@ def _actor_section(results: Dict) -> List[str]:
                      ('policy', 'env', 'replay', 'other'))
           if row in time_share else '-']
          for row, rate in rates.items()]))
+    envs = case.get('envs_per_actor', 1)
+    at_many = (f'; with {envs} environments per actor, int8 / fp32 = '
+               f'{_fmt(_ratio(rates[f"int8_{envs}_envs"], rates[f"fp32_{envs}_envs"]))}'
+               f' and int8 {envs} environments / 1 = '
+               f'{_fmt(_ratio(rates[f"int8_{envs}_envs"], rates["int8"]))}'
+               if f'int8_{envs}_envs' in rates else '')
+    replay_floor = (f'; the replay writer alone takes '
+                    f'{rates["replay_only"]:,.0f} steps/s'
+                    if 'replay_only' in rates else '')
     lines += ['', f'int8 / tf (stock) = {_fmt(_ratio(rates["int8"], rates["tf"]))}'
               f'; int8 / fp32 = {_fmt(_ratio(rates["int8"], rates["fp32"]))}'
-              f'; int8 / env-only = '
-              f'{_fmt(_ratio(rates["int8"], rates["env_only"]))}.', '']
+              f'{at_many}; int8 / env-only = '
+              f'{_fmt(_ratio(rates["int8"], rates["env_only"]))}'
+              f'{replay_floor}.', '']
   return lines
 
 

@@ -20,7 +20,7 @@ TINY_PLAN = report.Plan(
         ('create_q_network.fc_layer_params = (64, 64)',)),),
     inference_calls=20, inference_repeats=1,
     actor_cases=(report.ActorCase('CartPole-v1, 8x8', 'dqn_cartpole.gin',
-                                  (TINY_NET,), 200),),
+                                  (TINY_NET,), 200, envs_per_actor=2),),
     actor_repeats=1,
     experiments=(report.Experiment(
         'CartPole-v1, low target', 'dqn_cartpole.gin', 60,
@@ -60,12 +60,14 @@ def test_the_report_holds_every_part(tiny_report):
   assert all(row['op_types'] for row in list(rows.values())[1:])
   actors = results['actors'][0]
   rates = actors['steps_per_second']
-  assert set(rates) == {'env_only', 'env_only_tf_agents', 'int8', 'fp16',
-                        'fp32', 'tf', 'tf_pull_100'}
+  assert set(rates) == {'env_only', 'env_only_tf_agents', 'replay_only',
+                        'int8', 'fp16', 'fp32', 'tf', 'tf_pull_100',
+                        'int8_2_envs', 'fp32_2_envs'}
   assert all(rate > 0 for rate in rates.values())
   # Every actor row proves that its model chose its actions.
   assert set(actors['model_share']) == {'int8', 'fp16', 'fp32', 'tf',
-                                        'tf_pull_100'}
+                                        'tf_pull_100', 'int8_2_envs',
+                                        'fp32_2_envs'}
   assert all(share >= 0.99 for share in actors['model_share'].values())
   assert all(0 < e for e in actors['efficiency'].values())
   assert all(0 < us for us in actors['invoke_us'].values())
@@ -103,6 +105,8 @@ def test_the_report_holds_every_part(tiny_report):
   with open(os.path.join(output_dir, report_writer.REPORT_FILE)) as f:
     text = f.read()
   assert '## 5. Retention on fixed checkpoints' in text
+  assert 'int8 actor env steps/s, 2 environments / 1, CartPole-v1, 8x8' in text
+  assert 'the replay writer alone takes' in text
   assert 'Machine:' in text and 'tensorflow 2.15.1' in text
   assert '| dynamic_int8 |' in text
   assert '| stock | 1/1 |' in text and '- int8 / stock: time to target' in text
@@ -306,6 +310,8 @@ def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
   report_writer.write_report(results, str(tmp_path))
   text = (tmp_path / report_writer.REPORT_FILE).read_text()
   assert '## 5. Retention on fixed checkpoints' in text
+  assert 'int8 actor env steps/s, 2 environments / 1, CartPole-v1, 8x8' in text
+  assert 'the replay writer alone takes' in text
   prefix = ('greedy return int8 / fp32 on a fixed checkpoint, the same '
             'seeded episodes, ')
   assert (prefix + 'CartPole | >= 0.99 | 0.997 (95%: 0.992-1.003) | met'
