@@ -310,8 +310,6 @@ def test_retention_on_fixed_checkpoints_is_the_return_goal(tmp_path):
   report_writer.write_report(results, str(tmp_path))
   text = (tmp_path / report_writer.REPORT_FILE).read_text()
   assert '## 5. Retention on fixed checkpoints' in text
-  assert 'int8 actor env steps/s, 2 environments / 1, CartPole-v1, 8x8' in text
-  assert 'the replay writer alone takes' in text
   prefix = ('greedy return int8 / fp32 on a fixed checkpoint, the same '
             'seeded episodes, ')
   assert (prefix + 'CartPole | >= 0.99 | 0.997 (95%: 0.992-1.003) | met'
