@@ -408,6 +408,9 @@ def run_actor(root_dir: str,
 
     seconds = reporter.start_loop()  # policy, env, replay: see ActorReporter
     observations = [stepper.reset() for stepper in steppers]
+    # The model's input, a row per environment, updated in place (a new
+    # stack at every step cost more than a small model's invoke).
+    batch = np.stack(observations)
     step_types = [_FIRST] * len(envs)
     while not should_stop() and not (max_env_steps and steps >= max_env_steps):
       watchdog.beat()
@@ -431,7 +434,7 @@ def run_actor(root_dir: str,
 
       policy_start = time.perf_counter()
       env_step = collect.steps  # each environment's, before this step
-      actions = collect.act_batch(np.stack(observations))
+      actions = collect.act_batch(batch)
       seconds['policy'] += time.perf_counter() - policy_start
       for i, stepper in enumerate(steppers):
         action = actions[i, ...]
@@ -467,6 +470,7 @@ def run_actor(root_dir: str,
         else:
           observations[i], step_types[i] = next_observation, _MID
           seconds['replay'] += time.perf_counter() - replay_start
+        batch[i] = observations[i]
 
       if reporter.due():
         reporter.write(steps, _blocked_seconds(experience_writers))
