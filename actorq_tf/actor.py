@@ -366,7 +366,10 @@ def run_actor(root_dir: str,
   try:
     replay.check_same_environment(client, algorithm.collect_data_spec(env))
     # One writer per environment: an item is a window of one episode's
-    # steps, and Reverb's writers build windows from one stream of steps.
+    # steps, and Reverb's writers build windows from one stream of steps
+    # (TF-Agents' observer does not take batched steps either). Their items
+    # cost the same per step as a single actor's: Reverb's own Append is
+    # most of it (benchmarks/results/many_environments.md).
     experience_writers = [
         replay.replay_observer(client, key, give_up_s=server_timeout_s,
                                on_server_answer=watchdog.beat)
@@ -399,6 +402,11 @@ def run_actor(root_dir: str,
     episode_lengths = [0] * len(envs)
     server_lost = False
     next_pull_step, next_pull_time = steps, time.monotonic()
+    # Environments stepped one after the other in Python, each through
+    # DirectSteps: a Gym CartPole step is about 10 us of a step that Reverb's
+    # writes dominate, and MuJoCo's physics runs in C already. A batched
+    # C++ pool (EnvPool) would have to reproduce these environments'
+    # seeds and physics exactly for the replay to get the same items.
     steppers = [environments.DirectSteps(env) for env in envs]
     boundary_action = np.broadcast_to(
         env.action_spec().minimum, env.action_spec().shape).astype(action_dtype)
