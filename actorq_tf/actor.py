@@ -177,9 +177,8 @@ class StockPyPolicy(py_policy.PyPolicy):
                                                  server_timeout_s)
     self._puller = model_channel.VariablesPuller(
         server_address, policy_network.variables, key)
-    self._policy = stock_greedy_policy(env, policy_network, algorithm)
-    self._batch_policy = stock_greedy_policy(env, policy_network, algorithm,
-                                             batched=True)
+    self._policy = stock_greedy_policy(env, policy_network, algorithm,
+                                       batched=True)
     self._has_variables = False
     self._random = random_py_policy.RandomPyPolicy(
         env.time_step_spec(), env.action_spec(), seed=seed)
@@ -208,10 +207,10 @@ class StockPyPolicy(py_policy.PyPolicy):
       return None
     # The greedy policies read only the observation.
     batch = len(observations)
-    return self._batch_policy.action(time_step_lib.TimeStep(
+    return np.asarray(self._policy.action(time_step_lib.TimeStep(
         step_type=np.full(batch, _MID), reward=np.zeros(batch, np.float32),
         discount=np.ones(batch, np.float32),
-        observation=observations)).action
+        observation=observations)).action)
 
   def greedy_action(self, observation: np.ndarray):
     if not self.version:
@@ -222,7 +221,8 @@ class StockPyPolicy(py_policy.PyPolicy):
     if not self.version:
       self.steps_without_model += 1
       return self._random.action(time_step, policy_state)
-    return self._policy.action(time_step, policy_state)
+    return policy_step.PolicyStep(self.greedy_action(time_step.observation),
+                                  policy_state, ())
 
 
 def stock_greedy_policy(env, policy_network, algorithm: AlgorithmBuilder,
