@@ -21,11 +21,11 @@ from actorq_tf.normalization import ObservationNormalizer
 
 def network_outputs(policy_network: network_lib.Network, inputs):
   """What the network's exported model computes, on its inputs (normalized
-  observations, or raw pixels): a quantization-aware network exports its
-  advantages (see networks.QuantizationAwareQNetwork), the others their
-  outputs."""
-  if isinstance(policy_network, networks.QuantizationAwareQNetwork):
-    return policy_network.advantages(inputs)
+  observations, or raw pixels): a quantization-aware network its exported
+  outputs (a Q-network's advantages, see networks.QuantizationAwareNetwork),
+  the others their outputs."""
+  if isinstance(policy_network, networks.QuantizationAwareNetwork):
+    return policy_network.exported_outputs(inputs)
   return policy_network(inputs, training=False)[0]
 
 
@@ -269,9 +269,9 @@ def convert(policy_network: network_lib.Network, precision: str,
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
   elif (precision == 'int8' and
-        isinstance(policy_network, networks.QuantizationAwareQNetwork)):
+        isinstance(policy_network, networks.QuantizationAwareNetwork)):
     # The ranges were learned in training: no calibration. The head's
-    # output stays float (see networks.AdvantageHeadQuantizeConfig).
+    # output stays float (see networks.FloatOutputQuantizeConfig).
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.inference_input_type = tf.int8
   elif precision == 'int8':

@@ -18,6 +18,7 @@ from tf_agents.trajectories.time_step import StepType
 from tf_agents.utils import common
 
 from actorq_tf import config
+from actorq_tf import environments
 from actorq_tf import exploration
 from actorq_tf import model_checks
 from actorq_tf import networks
@@ -313,7 +314,10 @@ def policy_network(env: py_environment.PyEnvironment,
   action_spec = tensor_spec.from_spec(env.action_spec())
   if factory is None:
     action_size(env)
-    return networks.create_actor_network(observation_spec, action_spec)
+    return networks.create_actor_network(
+        observation_spec, action_spec,
+        example_observations=lambda: environments.random_walk_observations(
+            env, environments.NORMALIZATION_STEPS))
   return networks.build_policy_network(
       factory, observation_spec, action_spec, action_size(env),
       'd4pg.policy_network.factory')

@@ -24,11 +24,6 @@ from actorq_tf import networks
 from actorq_tf.builder import AlgorithmBuilder
 from actorq_tf.errors import ActorQError
 
-# Random-walk steps whose statistics normalize a quantization-aware
-# network's inputs (fixed at creation; checkpoints keep them).
-NORMALIZATION_STEPS = 2000
-
-
 def number_of_actions(env: py_environment.PyEnvironment) -> int:
   """The number of actions of a scalar discrete action spec, or
   ActorQError."""
@@ -61,7 +56,7 @@ def policy_network(env: py_environment.PyEnvironment,
     return networks.create_q_network(
         observation_spec, number_of_actions(env),
         example_observations=lambda: environments.random_walk_observations(
-            env, NORMALIZATION_STEPS))
+            env, environments.NORMALIZATION_STEPS))
   return networks.build_policy_network(
       factory, observation_spec, tensor_spec.from_spec(env.action_spec()),
       number_of_actions(env), 'dqn.policy_network.factory')

@@ -331,6 +331,11 @@ class DirectSteps:
                            for x in tf.nest.flatten(observation)])
 
 
+# Random-walk steps whose statistics normalize a quantization-aware
+# network's inputs (fixed at creation; checkpoints keep them).
+NORMALIZATION_STEPS = 2000
+
+
 def random_walk_observations(env: py_environment.PyEnvironment, count: int,
                              seed: int = 0) -> np.ndarray:
   """Observations of episodes under uniformly random actions; the

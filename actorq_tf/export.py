@@ -120,12 +120,13 @@ class PolicyExporter:
                weights_source: Optional[
                    Callable[[], Sequence[np.ndarray]]] = None):
     self._quantization_aware = isinstance(
-        policy_network, networks.QuantizationAwareQNetwork)
+        policy_network, networks.QuantizationAwareNetwork)
     if self._quantization_aware and tuple(precisions) != ('int8',):
       raise ActorQError(
           'a quantization-aware network is trained for int8 and exports '
           f'int8 only, not {", ".join(precisions)}: give the actors int8 or '
-          'tf, or train without create_q_network.quantization_aware')
+          'tf, or train without quantization_aware (create_q_network, '
+          'create_actor_network)')
     for precision in precisions:
       # Before any training: the size follows from the parameter count.
       model_channel.check_model_size(

@@ -334,5 +334,7 @@ class ActionOutputs:
 
   @staticmethod
   def description(quantization_aware: bool) -> str:
-    del quantization_aware  # Only Q-networks train quantization-aware.
+    if quantization_aware:
+      return ('action, in float (head, tanh and bounds) from int8 hidden '
+              'layers')
     return 'action'

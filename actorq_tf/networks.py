@@ -4,12 +4,13 @@ The policy network is what actors run: a Q-network (observation ->
 Q-values) for discrete actions, a deterministic actor network (observation
 -> action) for continuous ones. The D4PG critic stays in the learner.
 
-With `create_q_network.quantization_aware = True` the Q-network trains with
-int8 fake-quantization (tensorflow-model-optimization), so that the int8
-model the actors run is the network that was trained.
+With `create_q_network.quantization_aware = True` (or
+`create_actor_network.quantization_aware = True` for D4PG) the policy network
+trains with int8 fake-quantization (tensorflow-model-optimization), so that
+the int8 model the actors run is the network that was trained.
 """
 import importlib
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import gin
 import numpy as np
@@ -130,6 +131,20 @@ def build_policy_network(factory: NetworkFactory,
   return policy_network
 
 
+def _fixed_normalization(observation_spec, example_observations
+                        ) -> Dict[str, List[float]]:
+  """A quantization-aware network's input normalization: the statistics of
+  `example_observations()`, widened so that the observation spec's finite
+  bounds lie within 4 deviations (see create_q_network)."""
+  if example_observations is None:
+    raise ValueError('a quantization-aware network needs example '
+                     'observations to normalize its inputs with')
+  normalizer = ObservationNormalizer.from_observations(
+      example_observations(), extremes=spec_bounds(observation_spec))
+  return {'observation_shift': normalizer.shift.tolist(),
+          'observation_scale': normalizer.scale.tolist()}
+
+
 @gin.configurable
 def create_q_network(observation_spec: tensor_spec.TensorSpec,
                      num_actions: int,
@@ -152,15 +167,9 @@ def create_q_network(observation_spec: tensor_spec.TensorSpec,
   returns swung between 100 and 500 for the rest of training.
   """
   if quantization_aware:
-    if example_observations is None:
-      raise ValueError('a quantization-aware Q-network needs example '
-                       'observations to normalize its inputs with')
-    normalizer = ObservationNormalizer.from_observations(
-        example_observations(), extremes=spec_bounds(observation_spec))
     q_network = QuantizationAwareQNetwork(
         observation_spec, num_actions, fc_layer_params,
-        observation_shift=normalizer.shift.tolist(),
-        observation_scale=normalizer.scale.tolist())
+        **_fixed_normalization(observation_spec, example_observations))
     q_network.create_variables(observation_spec)
     return q_network
   layers = [tf.keras.layers.Flatten()]
@@ -185,10 +194,11 @@ def pixel_scaling() -> tf.keras.layers.Layer:
 
 
 @tf.keras.utils.register_keras_serializable(package='actorq_tf')
-class AdvantageHeadQuantizeConfig(tfmot.quantization.keras.QuantizeConfig):
-  """Weights quantized as the other layers' are, and a float output.
+class FloatOutputQuantizeConfig(tfmot.quantization.keras.QuantizeConfig):
+  """Weights quantized as the other layers' are, and a float output: the
+  head of a quantization-aware network.
 
-  One int8 output scale cannot resolve the advantages: on a trained
+  For Q-values: one int8 output scale cannot resolve the advantages: on a trained
   Acrobot-v1 network (median gap between the two best actions 0.06) an int8
   output over the whole range tied the best actions on 34% of the states
   the greedy policy visits, and one clipped at the median of the largest
@@ -218,29 +228,25 @@ class AdvantageHeadQuantizeConfig(tfmot.quantization.keras.QuantizeConfig):
     return {}
 
 
-class QuantizationAwareQNetwork(network.Network):
-  """Observation -> Q-values, trained through int8 fake-quantization.
+class QuantizationAwareNetwork(network.Network):
+  """A policy network trained through int8 fake-quantization.
 
-  A dueling head: Q = V + A - mean(A). Inputs are normalized with fixed
-  statistics (the actors apply them, as for post-training models). The
-  hidden layers and the advantage head A are a Keras Functional model
-  quantized by `tfmot.quantization.keras` (int8 weights, int8 activations
-  with learned ranges); that part, observation -> A, is what actors run:
-  int8 input, hidden layers and weights, and a float output (see
-  AdvantageHeadQuantizeConfig). A has Q's argmax; V and the centring stay
-  in float and never leave the learner.
+  Inputs are normalized with fixed statistics (the actors apply them, as
+  for post-training models). A Keras Functional model of the normalized
+  observation, quantized by `tfmot.quantization.keras` where its layers are
+  annotated (int8 weights, int8 activations with learned ranges), gives
+  the exported outputs (what the actors' int8 model computes) first and the
+  network's outputs last. A subclass builds the layers and calls
+  `_quantize`.
 
   Args:
     input_tensor_spec: the observation spec.
-    num_actions: one Q-value per action.
-    fc_layer_params: hidden layer sizes.
     observation_shift, observation_scale: inputs become
       (observation - shift) / scale, per feature.
   """
 
-  def __init__(self, input_tensor_spec, num_actions: int,
-               fc_layer_params: Sequence[int], observation_shift,
-               observation_scale, name='QuantizationAwareQNetwork'):
+  def __init__(self, input_tensor_spec, observation_shift, observation_scale,
+               name):
     super().__init__(input_tensor_spec=input_tensor_spec, state_spec=(),
                      name=name)
     size = int(np.prod(input_tensor_spec.shape))
@@ -251,27 +257,16 @@ class QuantizationAwareQNetwork(network.Network):
     self._observation_scale = tf.Variable(
         np.reshape(observation_scale, [size]).astype(np.float32),
         trainable=False, name='observation_scale')
-    annotate = tfmot.quantization.keras.quantize_annotate_layer
-    inputs = tf.keras.Input([size], name='normalized_observation')
-    hidden = inputs
-    for units in fc_layer_params:
-      hidden = annotate(tf.keras.layers.Dense(units, activation='relu'))(
-          hidden)
-    advantages = annotate(tf.keras.layers.Dense(
-        num_actions,
-        kernel_initializer=tf.keras.initializers.RandomUniform(-0.03, 0.03),
-        name='advantages'), AdvantageHeadQuantizeConfig())(hidden)
-    value = tf.keras.layers.Dense(1, name='value')(hidden)
-    centring = tf.keras.layers.Dense(
-        num_actions, use_bias=False, trainable=False,
-        kernel_initializer=tf.keras.initializers.Constant(
-            np.eye(num_actions) - 1.0 / num_actions),
-        name='centring')
-    q_values = tf.keras.layers.Add(name='q_values')(
-        [value, centring(advantages)])
+    self._model = None
+
+  def _normalized_input(self) -> tf.Tensor:
+    return tf.keras.Input([self._observation_shift.shape[0]],
+                          name='normalized_observation')
+
+  def _quantize(self, inputs, exported_outputs, network_outputs) -> None:
     with tfmot.quantization.keras.quantize_scope():
       self._model = tfmot.quantization.keras.quantize_apply(
-          tf.keras.Model(inputs, [advantages, q_values]))
+          tf.keras.Model(inputs, [exported_outputs, network_outputs]))
 
   @property
   def observation_normalizer(self) -> ObservationNormalizer:
@@ -280,8 +275,8 @@ class QuantizationAwareQNetwork(network.Network):
         self._observation_shift.numpy().reshape(shape),
         self._observation_scale.numpy().reshape(shape))
 
-  def advantages(self, normalized_observations, training=False):
-    """A of normalized observations: what the actors' model computes."""
+  def exported_outputs(self, normalized_observations, training=False):
+    """What the actors' model computes, of normalized observations."""
     return self._model(normalized_observations, training=training)[0]
 
   def call(self, observation, step_type=None, network_state=(),
@@ -291,22 +286,125 @@ class QuantizationAwareQNetwork(network.Network):
     flat = tf.reshape(tf.cast(observation, tf.float32),
                       [-1, self._observation_shift.shape[0]])
     normalized = (flat - self._observation_shift) / self._observation_scale
-    _, q_values = self._model(normalized, training=training)
-    return tf.reshape(q_values, tf.concat([batch_dims, [-1]], 0)), network_state
+    _, outputs = self._model(normalized, training=training)
+    return tf.reshape(outputs, tf.concat([batch_dims, [-1]], 0)), network_state
+
+
+def _quantized_hidden_layers(inputs, fc_layer_params: Sequence[int]):
+  hidden = inputs
+  for units in fc_layer_params:
+    hidden = tfmot.quantization.keras.quantize_annotate_layer(
+        tf.keras.layers.Dense(units, activation='relu'))(hidden)
+  return hidden
+
+
+class QuantizationAwareQNetwork(QuantizationAwareNetwork):
+  """Observation -> Q-values, trained through int8 fake-quantization.
+
+  A dueling head: Q = V + A - mean(A). The hidden layers and the advantage
+  head A are quantized; observation -> A is what actors run: int8 input,
+  hidden layers and weights, and a float output (see
+  FloatOutputQuantizeConfig). A has Q's argmax; V and the centring stay in
+  float and never leave the learner.
+
+  Args:
+    input_tensor_spec: the observation spec.
+    num_actions: one Q-value per action.
+    fc_layer_params: hidden layer sizes.
+    observation_shift, observation_scale: see QuantizationAwareNetwork.
+  """
+
+  def __init__(self, input_tensor_spec, num_actions: int,
+               fc_layer_params: Sequence[int], observation_shift,
+               observation_scale, name='QuantizationAwareQNetwork'):
+    super().__init__(input_tensor_spec, observation_shift, observation_scale,
+                     name)
+    inputs = self._normalized_input()
+    hidden = _quantized_hidden_layers(inputs, fc_layer_params)
+    advantages = tfmot.quantization.keras.quantize_annotate_layer(
+        tf.keras.layers.Dense(
+            num_actions,
+            kernel_initializer=tf.keras.initializers.RandomUniform(-0.03,
+                                                                   0.03),
+            name='advantages'), FloatOutputQuantizeConfig())(hidden)
+    value = tf.keras.layers.Dense(1, name='value')(hidden)
+    centring = tf.keras.layers.Dense(
+        num_actions, use_bias=False, trainable=False,
+        kernel_initializer=tf.keras.initializers.Constant(
+            np.eye(num_actions) - 1.0 / num_actions),
+        name='centring')
+    q_values = tf.keras.layers.Add(name='q_values')(
+        [value, centring(advantages)])
+    self._quantize(inputs, advantages, q_values)
+
+
+class QuantizationAwareActorNetwork(QuantizationAwareNetwork):
+  """Observation -> action within the bounds, trained through int8
+  fake-quantization: the deterministic actor of D4PG.
+
+  The hidden layers are quantized; the head is a Dense layer with int8
+  weights and a float output (FloatOutputQuantizeConfig), then tanh and the
+  scaling to the action bounds in float. The actors' model is the whole
+  network. TFLite's int8 tanh has an output scale of 1/128, so an int8
+  head would cap actions at 127/128 of the half range: the float tail
+  reaches the bounds, for a DEQUANTIZE and a hidden x action-size float
+  product.
+
+  Args:
+    input_tensor_spec: the observation spec.
+    action_spec: the bounded action spec.
+    fc_layer_params: hidden layer sizes.
+    observation_shift, observation_scale: see QuantizationAwareNetwork.
+  """
+
+  def __init__(self, input_tensor_spec, action_spec,
+               fc_layer_params: Sequence[int], observation_shift,
+               observation_scale, name='QuantizationAwareActorNetwork'):
+    super().__init__(input_tensor_spec, observation_shift, observation_scale,
+                     name)
+    inputs = self._normalized_input()
+    hidden = _quantized_hidden_layers(inputs, fc_layer_params)
+    head = tfmot.quantization.keras.quantize_annotate_layer(
+        tf.keras.layers.Dense(
+            action_spec.shape[0],
+            kernel_initializer=tf.keras.initializers.RandomUniform(-3e-3,
+                                                                   3e-3),
+            name='action_head'), FloatOutputQuantizeConfig())(hidden)
+    actions = _action_scaling(action_spec)(
+        tf.keras.layers.Activation('tanh', name='squash')(head))
+    self._quantize(inputs, actions, actions)
+
+
+def _action_scaling(action_spec) -> tf.keras.layers.Layer:
+  """[-1, 1] -> the action bounds."""
+  minimum = np.broadcast_to(action_spec.minimum, action_spec.shape)
+  maximum = np.broadcast_to(action_spec.maximum, action_spec.shape)
+  return tf.keras.layers.Rescaling(
+      scale=((maximum - minimum) / 2).astype(np.float32).tolist(),
+      offset=((maximum + minimum) / 2).astype(np.float32).tolist())
 
 
 @gin.configurable
 def create_actor_network(observation_spec: tensor_spec.TensorSpec,
                          action_spec: tensor_spec.BoundedTensorSpec,
-                         fc_layer_params: Sequence[int] = (256, 256)
-                        ) -> sequential.Sequential:
+                         fc_layer_params: Sequence[int] = (256, 256),
+                         quantization_aware: bool = False,
+                         example_observations: Optional[
+                             Callable[[], np.ndarray]] = None
+                        ) -> network.Network:
   """MLP observation -> action, squashed by tanh into the action bounds.
 
   ActorQ's Control Suite policies are 2048x2048x2048: bind
-  `create_actor_network.fc_layer_params = (2048, 2048, 2048)`.
+  `create_actor_network.fc_layer_params = (2048, 2048, 2048)`. With
+  `quantization_aware`, a QuantizationAwareActorNetwork normalized as
+  create_q_network's quantization-aware network is.
   """
-  minimum = np.broadcast_to(action_spec.minimum, action_spec.shape)
-  maximum = np.broadcast_to(action_spec.maximum, action_spec.shape)
+  if quantization_aware:
+    actor_network = QuantizationAwareActorNetwork(
+        observation_spec, action_spec, fc_layer_params,
+        **_fixed_normalization(observation_spec, example_observations))
+    actor_network.create_variables(observation_spec)
+    return actor_network
   layers = [tf.keras.layers.Flatten()]
   layers += [tf.keras.layers.Dense(units, activation='relu')
              for units in fc_layer_params]
@@ -314,9 +412,7 @@ def create_actor_network(observation_spec: tensor_spec.TensorSpec,
       tf.keras.layers.Dense(
           action_spec.shape[0], activation='tanh',
           kernel_initializer=tf.keras.initializers.RandomUniform(-3e-3, 3e-3)),
-      tf.keras.layers.Rescaling(
-          scale=((maximum - minimum) / 2).astype(np.float32).tolist(),
-          offset=((maximum + minimum) / 2).astype(np.float32).tolist()),
+      _action_scaling(action_spec),
   ]
   actor_network = sequential.Sequential(layers, input_spec=observation_spec)
   actor_network.create_variables(observation_spec)

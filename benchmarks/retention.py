@@ -87,7 +87,7 @@ def measure_run(run_dir: str, episodes: int, calls: int,
   fp32_mean = float(np.mean(fp32_returns))
   rows = {'fp32 (TF)': _interval(fp32_returns)}
   modes = MODES
-  if isinstance(network, networks.QuantizationAwareQNetwork):
+  if isinstance(network, networks.QuantizationAwareNetwork):
     # Trained for int8 and exported int8 only; "fp32 (TF)" is the network
     # as trained, fake-quantization included.
     modes = {QUANTIZATION_AWARE: ('int8', True)}

@@ -1,6 +1,8 @@
-"""Policy networks; the quantization-aware Q-network through a real learner."""
+"""Policy networks; the quantization-aware Q- and actor networks through a
+real learner."""
 import json
 import os
+import tempfile
 
 import gin
 import numpy as np
@@ -9,6 +11,7 @@ import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import agents
+from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
@@ -17,6 +20,7 @@ from actorq_tf import model_checks
 from actorq_tf import networks
 from actorq_tf import run_directory
 from actorq_tf.errors import ActorQError
+from actorq_tf.interpreter import TFLiteModel
 from actorq_tf.normalization import spec_bounds
 from helpers import publish_policy
 
@@ -51,7 +55,7 @@ def test_quantization_aware_network_is_normalized_and_dueling(
   # A training pass learns the fake-quant ranges; Q then has A's argmax.
   q_network(observations, training=True)
   q_values = q_network(observations)[0].numpy()
-  advantages = q_network.advantages(normalizer(observations)).numpy()
+  advantages = q_network.exported_outputs(normalizer(observations)).numpy()
   assert np.ptp(q_values) > 0
   np.testing.assert_allclose(
       q_values - q_values.mean(-1, keepdims=True),
@@ -165,3 +169,125 @@ def test_the_seed_fixes_the_initial_weights(cartpole_gin,
   for weights, same in zip(first, again):
     np.testing.assert_array_equal(weights, same)
   assert any(np.any(a != b) for a, b in zip(first, other))
+
+
+@pytest.fixture
+def quantization_aware_d4pg():
+  """D4PG on cartpole-balance with a quantization-aware actor network, and
+  a real Reverb server with the run's tables."""
+  import reverb  # pylint: disable=g-import-not-at-top
+  from actorq_tf import config  # pylint: disable=g-import-not-at-top
+  from actorq_tf import server  # pylint: disable=g-import-not-at-top
+  config.parse_gin(['d4pg_cartpole_balance.gin'], [
+      'create_actor_network.quantization_aware = True',
+      'create_actor_network.fc_layer_params = (64, 64)',
+      'DistributionalCriticNetwork.fc_layer_params = (64, 64)',
+      'load_environment.max_episode_steps = 250',
+      'replay_table.min_size_to_sample = 100',
+      'replay_table.samples_per_insert_tolerance = 1000.0'])
+  reverb_server = reverb.Server(
+      server.create_tables(environments.load_environment()), port=None)
+  yield f'localhost:{reverb_server.port}'
+  reverb_server.stop()
+  gin.clear_config()
+
+
+def _head_bias(actor_network, value: float, action_spec) -> None:
+  """Sets the action head's bias (the last layer's, before tanh) to
+  `value`: a saturating policy."""
+  bias = [variable for variable in actor_network.trainable_variables
+          if 'bias' in variable.name][-1]
+  assert tuple(bias.shape) == tuple(action_spec.shape), bias
+  bias.assign(np.full(bias.shape, value, np.float32))
+
+
+def test_quantization_aware_actor_network_trains_checkpoints_resumes_and_drives_an_int8_actor(
+    quantization_aware_d4pg, tmp_path):
+  address, root_dir = quantization_aware_d4pg, str(tmp_path)
+  actor.run_actor(root_dir, address, max_env_steps=1000)
+  assert learner.train(root_dir, address, max_train_steps=300,
+                       export_interval=100, checkpoint_interval=1000) == 300
+
+  model_path = os.path.join(root_dir, 'models', 'policy_int8')
+  with open(model_path + '.json') as f:
+    metadata = json.load(f)
+  with open(model_path + '.tflite', 'rb') as f:
+    model_bytes = f.read()
+  # int8 input, hidden layers and hidden weights; the head, tanh and the
+  # bounds in float.
+  interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert interpreter.get_output_details()[0]['dtype'] == np.float32
+  details = interpreter.get_tensor_details()
+  weights = [np.dtype(t['dtype']).name for t in details
+             if len(t['shape']) == 2 and t['shape'][0] > 1]
+  hidden = [np.dtype(t['dtype']).name for t in details
+            if list(t['shape']) == [1, 64]]
+  assert sorted(weights) == ['int8', 'int8'], weights
+  assert hidden.count('int8') == 2, hidden
+  # pylint: disable-next=protected-access
+  ops = [op['op_name'] for op in interpreter._get_ops_details()]
+  assert ops[-2:] == ['FULLY_CONNECTED', 'TANH'], ops
+  assert metadata['output'].startswith('action, in float')
+
+  env, actor_network, step = learner.restore_policy_network(root_dir)
+  assert step == 300
+  assert isinstance(actor_network, networks.QuantizationAwareActorNetwork)
+  # The int8 model computes what the network was trained to.
+  exporter = export.PolicyExporter(
+      actor_network, agents.builder().model_outputs(env), ['int8'],
+      lambda *_: None, str(tmp_path / 'export'))
+  observations = environments.random_walk_observations(env, 500, seed=4)
+  result, = exporter.export(step, observations)
+  assert result.check.passed, result.check.reason
+  assert result.check.figures['mean_action_error'] < 1e-3, result.check
+  actor_network.set_weights(export.kept_network_weights(model_path))
+  kept = model_checks.check_action_model(
+      model_bytes, actor_network, observations, env.action_spec(), 1e-3,
+      actor_network.observation_normalizer)
+  assert kept.passed, kept
+
+  # The same root_dir resumes from the final checkpoint; an int8 actor
+  # plays the published model on every step.
+  assert learner.train(root_dir, address, max_train_steps=350,
+                       export_interval=100) == 350
+  assert actor.run_actor(root_dir, address, precision='int8', actor_index=1,
+                         num_actors=2, max_env_steps=300,
+                         model_pull_interval=50,
+                         wait_for_first_model_s=60) == 300
+  status = run_directory.read_status(root_dir, 'actor_1')
+  with open(model_path + '.json') as f:
+    assert status.model_version == json.load(f)['version']
+  assert status.model_share == 1.0
+
+
+def test_a_quantization_aware_actor_reaches_the_action_bounds(
+    quantization_aware_d4pg):
+  del quantization_aware_d4pg
+  env = environments.load_environment()
+  observations = environments.random_walk_observations(env, 256, seed=5)
+  bounds = {}
+  for quantization_aware in (False, True):
+    with gin.unlock_config():
+      gin.bind_parameter('create_actor_network.quantization_aware',
+                         quantization_aware)
+    actor_network = agents.builder().policy_network(env)
+    actor_network(observations, training=True)
+    bounds[quantization_aware] = []
+    for bias in (10.0, -10.0):
+      _head_bias(actor_network, bias, env.action_spec())
+      exporter = export.PolicyExporter(
+          actor_network, agents.builder().model_outputs(env).unchecked(),
+          ['int8'], lambda *_: None, tempfile.mkdtemp())
+      result, = exporter.export(1, observations)
+      bounds[quantization_aware].append(TFLiteModel(
+          result.model_bytes, result.normalizer).outputs(observations))
+  # TFLite's int8 tanh has an output scale of 1/128: a post-training model
+  # stops at 127/128 of the upper bound; the quantization-aware one computes
+  # tanh in float and reaches both bounds.
+  upper, lower = bounds[False]
+  np.testing.assert_allclose(upper, 127 / 128, atol=1e-6)
+  np.testing.assert_allclose(lower, -1.0, atol=1e-6)
+  upper, lower = bounds[True]
+  np.testing.assert_array_equal(upper, 1.0)
+  np.testing.assert_array_equal(lower, -1.0)
