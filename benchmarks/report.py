@@ -83,6 +83,9 @@ class Experiment:
   hold_return: Optional[float] = None
   # None: the plan's seeds.
   seeds: Optional[Tuple[int, ...]] = None
+  # The actor case (section 2) whose env steps/s project each run's time
+  # before it starts (see `project_experiment`); None: no projection.
+  projected_by: Optional[str] = None
 
   def precisions_of(self, plan_precisions: Sequence[str]) -> List[str]:
     return [p for p in plan_precisions
@@ -155,7 +158,20 @@ PLANS = {
             Experiment('CartPole-v1 (DQN)', 'dqn_cartpole.gin', 780,
                        precisions=end_to_end.PRECISIONS),
             Experiment('Pendulum-v1 (D4PG)', 'd4pg_pendulum.gin', 240,
-                       precisions=end_to_end.PRECISIONS)),
+                       precisions=end_to_end.PRECISIONS),
+            # The end-to-end gain: paper-size networks at a ratio low enough
+            # that the learner (about 3 train steps/s here) takes about 100
+            # env steps/s, more than one tf actor makes at this size and
+            # less than one fp32 or int8 actor, so the projection expects
+            # tf's runs to be held by their actor. At most 9 runs of 3,000 s
+            # (7.5 machine hours); resumable run by run.
+            Experiment('cartpole-balance (D4PG), paper-size networks, 4 '
+                       'samples per insert', 'd4pg_cartpole_balance.gin',
+                       3000, PAPER_NETWORKS + (
+                           'replay_table.samples_per_insert = 4.0',),
+                       precisions=end_to_end.PRECISIONS, seeds=(0, 1, 2),
+                       projected_by='cartpole-balance, 2048x2048x2048 '
+                       'policy')),
         seeds=(0, 1, 2),
         paper_experiment=Experiment(
             'cartpole-balance (D4PG), paper-size networks',
@@ -226,13 +242,85 @@ def run_actors(plan: Plan, work_dir: str, log=print) -> List[Dict]:
   return figures
 
 
+def replay_settings(gin_file: str, gin_bindings: Sequence[str]) -> Dict:
+  """The replay regime, samples per insert and batch of a config."""
+  # pylint: disable=g-import-not-at-top
+  import gin
+  from actorq_tf import config
+  from actorq_tf import learner
+  from actorq_tf import replay
+  # pylint: enable=g-import-not-at-top
+  config.parse_gin([gin_file], gin_bindings)
+  try:
+    return {'regime': config.bound_parameter(replay.replay_table, 'regime'),
+            'samples_per_insert': config.bound_parameter(
+                replay.replay_table, 'samples_per_insert'),
+            'batch_size': config.bound_parameter(learner.train,
+                                                 'batch_size')}
+  finally:
+    gin.clear_config()
+
+
+def project_experiment(experiment: Experiment, precisions: Sequence[str],
+                       results: Dict) -> Dict:
+  """Each precision's time to target, projected before its runs start:
+  T = E / min(r, L / u) (report_writer.projected_time_to_target) with E
+  and L from the paper-size int8 run, r from the actor case
+  `experiment.projected_by` and u from the experiment's own config (a
+  free-running replay has no u: T = E / r). Or {'error': why not}."""
+  paper_runs = (results.get('paper_size') or {}).get('runs', [])
+  int8 = next((r for r in paper_runs
+               if r['precision'] == 'int8' and r['target_reached']), None)
+  case = next((c for c in results.get('actors') or []
+               if c['label'] == experiment.projected_by), None)
+  if int8 is None or case is None:
+    return {'error': 'it needs the paper-size int8 run at its target and '
+                     f'the actor case {experiment.projected_by!r}'}
+  replay = replay_settings(experiment.gin_file, experiment.gin_bindings)
+  train_steps_per_env_step = (
+      None if replay['regime'] == 'free_running'
+      else replay['samples_per_insert'] / replay['batch_size'])
+  inputs = {'env_steps': int8['env_steps_to_target'],
+            'learner_steps_per_s': (int8['train_steps_to_target'] /
+                                    int8['time_to_target_s']),
+            'train_steps_per_env_step': train_steps_per_env_step,
+            'actor_steps_per_s': {p: case['steps_per_second'][p]
+                                  for p in precisions
+                                  if p in case['steps_per_second']}}
+  return {'made': _now(), 'inputs': inputs,
+          'time_to_target_s': {
+              p: report_writer.projected_time_to_target(
+                  inputs['env_steps'], rate, 1,
+                  inputs['learner_steps_per_s'], train_steps_per_env_step)
+              for p, rate in inputs['actor_steps_per_s'].items()}}
+
+
+def _projection_before_runs(experiment: Experiment, precisions: Sequence[str],
+                            results: Dict, work_dir: str) -> Dict:
+  """The experiment's projection, written to `work_dir` before its first
+  run starts; the one written there earlier if the experiment resumes, so
+  that it stays a prediction."""
+  name = ''.join(c if c.isalnum() else '_' for c in experiment.label)
+  path = os.path.join(work_dir, f'projection_{name}.json')
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  projection = project_experiment(experiment, precisions, results)
+  if 'error' not in projection:
+    report_writer.write_json(path, projection)
+  return projection
+
+
 def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
                    earlier: Sequence[Dict] = (),
                    gin_files: Optional[Sequence[str]] = None,
-                   log=print) -> List[Dict]:
+                   log=print, results: Optional[Dict] = None) -> List[Dict]:
   """The plan's experiments; with `gin_files`, only those of these configs
   are measured and the others keep their `earlier` figures (each figure
-  says when it was measured)."""
+  says when it was measured). An experiment with `projected_by` has its
+  runs projected from `results` before the first starts; a projection made
+  earlier is kept, so a resumed experiment is judged by what was predicted
+  before it began."""
   kept = {figure['label']: figure for figure in earlier}
   figures = []
   for experiment in plan.experiments:
@@ -244,6 +332,12 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
     if not precisions:
       continue
     seeds = experiment.seeds or plan.seeds
+    projection = None
+    if experiment.projected_by:
+      projection = _projection_before_runs(experiment, precisions,
+                                           results or {}, work_dir)
+      log(f'Projected time to target, {experiment.label}: '
+          f'{projection.get("time_to_target_s") or projection["error"]}')
     log(f'End to end, {experiment.label}: seeds {list(seeds)} x '
         f'{precisions}, at most {experiment.max_wall_time_s:g} s each...')
     runs = end_to_end.run_experiment(
@@ -258,6 +352,7 @@ def run_end_to_end(plan: Plan, work_dir: str, energy_country: str,
                         experiment.continue_after_target_s,
                     'hold_return': experiment.hold_return,
                     'measured': _now(),
+                    **({'projection': projection} if projection else {}),
                     'runs': runs})
   return figures
 
@@ -284,16 +379,9 @@ def run_paper_size(plan: Plan, work_dir: str, energy_country: str,
             if run['precision'] not in precisions]
     runs = sorted(kept + runs, key=lambda run: end_to_end.PRECISIONS.index(
         run['precision']))
-  # pylint: disable=g-import-not-at-top
-  import gin
-  from actorq_tf import config
-  # pylint: enable=g-import-not-at-top
-  config.parse_gin([experiment.gin_file], experiment.gin_bindings)
-  replay_ratio = {
-      'samples_per_insert': gin.query_parameter(
-          'replay_table.samples_per_insert'),
-      'batch_size': gin.query_parameter('train.batch_size')}
-  gin.clear_config()
+  replay = replay_settings(experiment.gin_file, experiment.gin_bindings)
+  replay_ratio = {key: replay[key]
+                  for key in ('samples_per_insert', 'batch_size')}
   return {'label': experiment.label, 'gin_file': experiment.gin_file,
           'gin_bindings': list(experiment.gin_bindings),
           'max_wall_time_s': experiment.max_wall_time_s,
@@ -440,7 +528,7 @@ def run_report(plan: Plan, output_dir: str, work_dir: str,
     elif part == 'end_to_end':
       results['end_to_end'] = run_end_to_end(
           plan, work_dir, energy_country, results.get('end_to_end') or (),
-          end_to_end_gin_files, log)
+          end_to_end_gin_files, log, results)
     elif part == 'retention':
       results['retention'] = run_retention(plan, results, work_dir, log,
                                            retention_run_dirs)

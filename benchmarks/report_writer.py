@@ -639,6 +639,7 @@ def _end_to_end_section(results: Dict) -> List[str]:
           int8.get('model_update_bytes'), base.get('model_update_bytes')),
                                                      '.3f'))
       lines.append(f'- int8 / {other}: ' + ', '.join(ratios) + '.')
+      lines += _per_seed_ratio(experiment, other)
     if STOCK in table:
       lines.append(
           f'- `{STOCK}`: TF-Agents\' single-process DQN (its DQN example\'s '
@@ -660,6 +661,72 @@ def _end_to_end_section(results: Dict) -> List[str]:
     methods = {t['energy_method'] for t in table.values()}
     lines += ['', 'Energy method: ' + '; '.join(
         sorted(m or 'not measured' for m in methods)) + '.', '']
+    if experiment.get('projection'):
+      lines += _projection_lines(experiment)
+  return lines
+
+
+# ActorQ's end-to-end gain: training reached its reward 1.5x to 5.41x sooner
+# with int8 actors, i.e. int8 / fp32 time ratios of 1 / 5.41 to 1 / 1.5.
+PAPER_TIME_RATIO_RANGE = (1 / 5.41, 1 / 1.5)
+
+
+def _per_seed_ratio(experiment: Dict, other: str) -> List[str]:
+  """int8 / `other` time to target on each seed both ran (a seed that
+  missed its target makes its ratio a bound), beside the paper's range;
+  nothing with fewer than two such seeds."""
+  runs = {(r['precision'], r['seed']): r for r in experiment['runs']}
+  seeds = sorted(seed for precision, seed in runs
+                 if precision == 'int8' and (other, seed) in runs)
+  if len(seeds) < 2:
+    return []
+  ratios = []
+  for seed in seeds:
+    int8, base = runs[('int8', seed)], runs[(other, seed)]
+    spent = [r['time_to_target_s'] if r['target_reached'] else
+             r['wall_time_s'] for r in (int8, base)]
+    mark = ('' if int8['target_reached'] and base['target_reached'] else
+            '<' if int8['target_reached'] else
+            '>' if base['target_reached'] else '?')
+    ratios.append((seed, mark, _ratio(*spent)))
+  exact = [ratio for _, mark, ratio in ratios if not mark and ratio]
+  low, high = PAPER_TIME_RATIO_RANGE
+  return [f'  - time to target int8 / {other} per seed: ' + ', '.join(
+      f'seed {seed} {mark}{_fmt(ratio, ".3f")}' for seed, mark, ratio in ratios)
+          + (f' (min-max of the exact ones {min(exact):.3f}-{max(exact):.3f})'
+             if exact else '')
+          + f'; ActorQ\'s paper: {low:.3f}-{high:.3f} (1.5x to 5.41x '
+          'sooner).']
+
+
+def _projection_lines(experiment: Dict) -> List[str]:
+  """The projection made before the runs, against what each run took."""
+  projection = experiment['projection']
+  if 'error' in projection:
+    return [f'No projection: {projection["error"]}.', '']
+  inputs = projection['inputs']
+  u = inputs['train_steps_per_env_step']
+  lines = [f'Projected before the runs ({projection["made"]}): T = E / '
+           f'min(r, L / u) with E = {inputs["env_steps"]:,} env steps (the '
+           'paper-size int8 run, section 4), L = '
+           f'{inputs["learner_steps_per_s"]:.2f} train steps/s (the same run), '
+           + (f'u = {u:g} train steps per env step (this config)'
+              if u is not None else 'no u (free-running replay: the learner '
+              'does not hold the actors)')
+           + ', r = one actor\'s env steps/s (section 2): '
+           + ', '.join(f'{p} {rate:,.0f}' for p, rate in
+                       inputs['actor_steps_per_s'].items()) + '.', '']
+  rows = []
+  for run in experiment['runs']:
+    projected = projection['time_to_target_s'].get(run['precision'])
+    measured = (run['time_to_target_s'] if run['target_reached'] else None)
+    rows.append([run['precision'], run['seed'], _fmt(projected, ',.0f'),
+                 _fmt(measured, ',.0f') if run['target_reached'] else
+                 f'not reached in {run["wall_time_s"]:,.0f}',
+                 _fmt(_ratio(measured, projected), '.2f')])
+  lines += [_rows_to_markdown(['actors', 'seed', 'projected s',
+                               'measured s', 'measured / projected'], rows),
+            '']
   return lines
 
 
@@ -669,11 +736,14 @@ PROJECTED_ACTORS = (1, 4, 16, 64)
 
 def projected_time_to_target(env_steps: float, actor_steps_per_s: float,
                              num_actors: int, learner_steps_per_s: float,
-                             train_steps_per_env_step: float) -> float:
+                             train_steps_per_env_step: Optional[float]
+                            ) -> float:
   """Seconds to collect `env_steps` when K actors produce K * r env steps/s
-  and the rate limiter lets the learner consume L / u of them."""
-  return env_steps / min(num_actors * actor_steps_per_s,
-                         learner_steps_per_s / train_steps_per_env_step)
+  and the rate limiter lets the learner consume L / u of them (no limit
+  where `train_steps_per_env_step` is None: a free-running replay)."""
+  learner_limit = (math.inf if train_steps_per_env_step is None
+                   else learner_steps_per_s / train_steps_per_env_step)
+  return env_steps / min(num_actors * actor_steps_per_s, learner_limit)
 
 
 def _paper_size_section(results: Dict) -> List[str]:

@@ -421,3 +421,61 @@ def test_a_median_on_a_missed_run_bounds_the_ratio_by_what_it_spent(
           '<= 0.5 | < 0.40 (stock missed the target) | met |') in text
   assert ('| env steps to target int8 / stock TF-Agents DQN, CartPole | '
           '<= 1 | < 0.60 (stock missed the target) | met |') in text
+
+
+def test_an_experiment_is_projected_before_its_runs_and_judged_by_it(
+    tmp_path):
+  experiment = report.Experiment(
+      'cartpole-balance, low ratio', 'd4pg_cartpole_balance.gin', 3000,
+      report.PAPER_NETWORKS + ('replay_table.samples_per_insert = 4.0',),
+      projected_by='cartpole-balance, 2048x2048x2048 policy')
+  paper_int8 = dict(_run('int8', 0, 2000.0, 950.0, 960.0),
+                    env_steps_to_target=20_000, train_steps_to_target=6_000)
+  results = {'paper_size': {'runs': [paper_int8]},
+             'actors': [{'label': 'cartpole-balance, 2048x2048x2048 policy',
+                         'steps_per_second': {'int8': 1000.0, 'fp32': 400.0,
+                                              'tf': 50.0}}]}
+  projection = report.project_experiment(experiment, ['int8', 'fp32', 'tf'],
+                                         results)
+  # u = 4 / 128 train steps per env step: the learner takes L / u = 96 env
+  # steps/s; tf (50) bounds its run, fp32 and int8 wait for the learner.
+  assert projection['inputs']['train_steps_per_env_step'] == 4 / 128
+  times = projection['time_to_target_s']
+  assert times['tf'] == pytest.approx(20_000 / 50)
+  assert times['int8'] == times['fp32'] == pytest.approx(20_000 / 96)
+  # Free-running: nothing holds the actors.
+  free = dataclasses.replace(experiment, gin_bindings=(
+      'replay_table.regime = "free_running"',))
+  assert report.project_experiment(free, ['int8'], results)[
+      'time_to_target_s']['int8'] == pytest.approx(20)
+  assert 'error' in report.project_experiment(experiment, ['int8'], {})
+
+  # Made once, before the runs: a resumed experiment keeps the prediction
+  # even when the inputs have changed since.
+  # pylint: disable=protected-access
+  made = report._projection_before_runs(experiment, ['int8', 'fp32', 'tf'],
+                                        results, str(tmp_path))
+  results['actors'][0]['steps_per_second']['tf'] = 10.0
+  assert report._projection_before_runs(
+      experiment, ['int8', 'fp32', 'tf'], results, str(tmp_path)) == made
+
+  runs = [_run(p, seed, seconds, 950.0, 950.0)
+          for seed, (int8, fp32) in enumerate(((200.0, 400.0),
+                                               (220.0, 330.0),
+                                               (250.0, 250.0)))
+          for p, seconds in (('int8', int8), ('fp32', fp32))]
+  runs.append(_run('tf', 0, 0.0, 300.0, 300.0, reached=False))
+  results = {'plan': 'canned', 'date': 'today', 'command': 'none',
+             'machine': report.machine(), 'versions': report.versions(),
+             'end_to_end': [{'label': experiment.label,
+                             'gin_file': experiment.gin_file,
+                             'max_wall_time_s': 3000, 'projection': made,
+                             'runs': runs}]}
+  report_writer.write_report(results, str(tmp_path))
+  text = (tmp_path / report_writer.REPORT_FILE).read_text()
+  assert ('time to target int8 / fp32 per seed: seed 0 0.500, seed 1 0.667, '
+          'seed 2 1.000 (min-max of the exact ones 0.500-1.000); ActorQ\'s '
+          'paper: 0.185-0.667 (1.5x to 5.41x sooner).') in text
+  assert 'u = 0.03125 train steps per env step (this config)' in text
+  assert '| int8 | 0 | 208 | 200 | 0.96 |' in text
+  assert '| tf | 0 | 400 | not reached in 10 | n/a |' in text

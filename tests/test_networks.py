@@ -11,7 +11,6 @@ import tensorflow as tf
 
 from actorq_tf import actor
 from actorq_tf import agents
-from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import evaluation
 from actorq_tf import export
