@@ -52,6 +52,9 @@ setuptools.setup(
         # mujoco 4 breaks these dm-control releases.
         'control': ['dm-control>=1.0.20,<1.1', 'mujoco>=3.1,<4'],
         'plots': ['matplotlib>=3.8'],
+        # LiteRT's interpreter for every model (TensorFlow's is the
+        # fallback), and AI Edge Quantizer for int4_weights models.
+        'litert': ['ai-edge-litert>=2.3,<2.4', 'ai-edge-quantizer>=0.10,<0.11'],
     },
     entry_points={'console_scripts': [
         f'{script} = actorq_tf.binaries.{module}:run'

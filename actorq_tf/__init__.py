@@ -45,8 +45,8 @@ except ImportError:
 warnings.filterwarnings('ignore', message='"is not" with a literal',
                         category=SyntaxWarning)
 
-PRECISIONS = ('int8', 'fp16', 'fp32', 'tf')
-TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32')
+PRECISIONS = ('int8', 'fp16', 'fp32', 'int4_weights', 'tf')
+TFLITE_PRECISIONS = ('int8', 'fp16', 'fp32', 'int4_weights')
 
 # Public name -> the module that defines it.
 _PUBLIC = {

@@ -27,6 +27,7 @@ from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import environments
 from actorq_tf import exploration
+from actorq_tf import interpreter
 from actorq_tf import metrics
 from actorq_tf import model_channel
 from actorq_tf import records
@@ -77,6 +78,7 @@ class TFLitePyPolicy(py_policy.PyPolicy):
     if precision not in TFLITE_PRECISIONS:
       raise ActorQError(f'unknown TFLite precision {precision!r}; expected '
                         f'one of {TFLITE_PRECISIONS}')
+    interpreter.require_runtime(precision)
     self._algorithm = agents.check_environment(env)
     self._puller = model_channel.ModelPuller(
         model_channel.wait_for_server(server_address, server_timeout_s),

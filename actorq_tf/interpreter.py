@@ -1,13 +1,70 @@
 """Policy models in the TFLite interpreter, as actors and the evaluator run
-them, and the loading of model bytes that came over the network."""
+them, and the loading of model bytes that came over the network.
+
+Models run in LiteRT's interpreter (`ai-edge-litert`) where it is
+installed, else in TensorFlow's own, and the log says so once. LiteRT's ran
+our int8 and fp32 models as fast or faster, at batch 1 and at the batches of
+many environments per actor (benchmarks/results/many_environments.md); and
+TensorFlow 2.15's runs the 4-bit weights of `int4_weights` models (AI Edge
+Quantizer's per-channel layout) without an error but wrongly, so those need
+LiteRT (`require_runtime`).
+"""
+import functools
+import importlib.metadata
 from typing import Optional, Sequence, Tuple, Union
 
+from absl import logging
 import numpy as np
-import tensorflow as tf
 
 from actorq_tf import model_trial
 from actorq_tf.errors import ActorQError
 from actorq_tf.normalization import ObservationNormalizer
+
+LITERT = 'litert'
+TENSORFLOW = 'tensorflow'
+# Precisions whose models only LiteRT computes correctly.
+LITERT_ONLY_PRECISIONS = ('int4_weights',)
+
+
+@functools.lru_cache(maxsize=None)
+def runtime() -> str:
+  """LITERT where `ai-edge-litert` is installed, else TENSORFLOW (logged)."""
+  try:
+    # pylint: disable-next=g-import-not-at-top
+    import ai_edge_litert.interpreter  # noqa: F401  pylint: disable=unused-import
+  except ImportError:
+    logging.warning(
+        'ai-edge-litert is not installed: TFLite models run in TensorFlow\'s '
+        'interpreter, and int4_weights models are refused (it computes them '
+        'wrongly).')
+    return TENSORFLOW
+  logging.info('TFLite models run in LiteRT %s.',
+               importlib.metadata.version('ai-edge-litert'))
+  return LITERT
+
+
+def runtime_name() -> str:
+  """The runtime and its version, for status files and logs."""
+  package = {LITERT: 'ai-edge-litert', TENSORFLOW: 'tensorflow'}[runtime()]
+  return f'{runtime()} {importlib.metadata.version(package)}'
+
+
+def require_runtime(precision: str) -> None:
+  """ActorQError if this process's runtime cannot run `precision`."""
+  if precision in LITERT_ONLY_PRECISIONS and runtime() != LITERT:
+    raise ActorQError(
+        f'{precision} models need LiteRT\'s interpreter (pip install '
+        f'ai-edge-litert, as requirements.txt pins it): TensorFlow 2.15\'s '
+        f'runs them without an error but computes them wrongly')
+
+
+def _interpreter_class():
+  if runtime() == LITERT:
+    # pylint: disable-next=g-import-not-at-top
+    from ai_edge_litert.interpreter import Interpreter
+    return Interpreter
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.lite.Interpreter
 
 
 class TFLiteModel:
@@ -34,8 +91,8 @@ class TFLiteModel:
     try:
       # One thread per interpreter: with more threads than cores each call
       # becomes thousands of times slower on small machines.
-      self._interpreter = tf.lite.Interpreter(model_content=model_bytes,
-                                              num_threads=num_threads)
+      self._interpreter = _interpreter_class()(model_content=model_bytes,
+                                               num_threads=num_threads)
       self._interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as e:
       raise ActorQError(f'model bytes do not load in TFLite: {e}') from e

@@ -21,6 +21,7 @@ import reverb
 import tensorflow as tf
 from tf_agents.utils import common
 
+from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import agents
 from actorq_tf import energy
 from actorq_tf import environments
@@ -142,7 +143,8 @@ def train(root_dir: str,
       env, policy_network, server_address, key,
       os.path.join(root_dir, run_directory.MODELS_DIR), export_interval,
       precisions=['int8'] + (
-          [actor_precision] if actor_precision in ('fp16', 'fp32') else []),
+          [actor_precision] if actor_precision in TFLITE_PRECISIONS and
+          actor_precision != 'int8' else []),
       publish=publication,
       weights_source=policy_average.get_weights if policy_average else None,
       num_calibration_observations=num_calibration_observations,

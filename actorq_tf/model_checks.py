@@ -25,7 +25,19 @@ STORAGE = {
     'fp16': (2, np.float16, np.float32),
     conversion.DYNAMIC_RANGE_INT8: (1, np.int8, np.float32),
     'int8': (1, np.int8, np.int8),
+    # Two weights per byte; interpreters show INT4 tensors as int8.
+    conversion.INT4_WEIGHTS: (0.5, np.int8, np.float32),
 }
+
+
+def _int4_parameters(model_bytes: bytes) -> int:
+  """Weights the flatbuffer stores in INT4 tensors."""
+  # pylint: disable-next=g-import-not-at-top
+  from tensorflow.lite.python import schema_py_generated as schema
+  model = schema.ModelT.InitFromPackedBuf(bytearray(model_bytes), 0)
+  return sum(int(np.prod(tensor.shape)) for subgraph in model.subgraphs
+             for tensor in subgraph.tensors
+             if tensor.type == schema.TensorType.INT4)
 
 
 def check_precision(model_bytes: bytes, precision: str,
@@ -48,8 +60,10 @@ def check_precision(model_bytes: bytes, precision: str,
   # fp16 and int8 weights may have float32 copies made at load time; what
   # counts is that the stored weights hold most parameters (dynamic-range
   # quantization leaves matrices under 1,024 weights in float).
-  stored = sum(int(np.prod(t['shape'])) for t in matrices
-               if t['dtype'] == weight_dtype)
+  stored = (_int4_parameters(model_bytes)
+            if precision == conversion.INT4_WEIGHTS else
+            sum(int(np.prod(t['shape'])) for t in matrices
+                if t['dtype'] == weight_dtype))
   other = sorted({np.dtype(t['dtype']).name for t in matrices
                   if t['dtype'] != weight_dtype})
   io_dtypes = {np.dtype(d['dtype']).name for d in
@@ -62,8 +76,10 @@ def check_precision(model_bytes: bytes, precision: str,
   low, high = 0.9 * expected, 1.25 * expected + 32_768
   problems = []
   if stored < 0.8 * parameter_count:
+    stored_as = ('int4' if precision == conversion.INT4_WEIGHTS
+                 else np.dtype(weight_dtype).name)
     problems.append(f'{stored:,} of {parameter_count:,} parameters in '
-                    f'{np.dtype(weight_dtype).name} weight matrices')
+                    f'{stored_as} weight matrices')
   if precision == 'fp32' and other:
     problems.append(f'weight matrices of {other}')
   if io_dtypes != {np.dtype(io_dtype).name}:

@@ -5,8 +5,9 @@ a model cut short or with a few bytes changed crashed the process that
 loaded it (segfault) in our tests. Reverb has no authentication, so an
 actor cannot trust that bytes with a matching checksum came from the
 learner. Each new model is therefore first loaded, allocated and run once in
-a child process that imports only TFLite's interpreter extension (about
-0.2 s); only bytes that survive that reach the actor's own interpreter.
+a child process that imports only the interpreter extension of the
+runtime the actor runs models in (interpreter.runtime(); about 0.2 s); only
+bytes that survive that reach the actor's own interpreter.
 
 Run as a script, this file is that child: model bytes on stdin, the path
 of the interpreter extension as its argument, exit code 0 if the model ran.
@@ -19,8 +20,24 @@ import sys
 
 import gin
 
-_WRAPPER_MODULE = '_pywrap_tensorflow_interpreter_wrapper'
-_BUILTIN_OP_RESOLVER = 1  # tf.lite.experimental.OpResolverType.AUTO
+_BUILTIN_OP_RESOLVER = 1  # OpResolverType.BUILTIN
+# The interpreter extension of each runtime (see interpreter.runtime), and
+# the arguments its CreateWrapperFromBuffer takes after the model and the op
+# resolver: custom op registerers by name and by function, then flags and
+# the thread count.
+_WRAPPERS = {
+    'tensorflow': ('tensorflow.lite.python.interpreter_wrapper',
+                   '_pywrap_tensorflow_interpreter_wrapper',
+                   ([], [], False, False)),
+    'litert': ('ai_edge_litert', '_pywrap_litert_interpreter_wrapper',
+               ([], [], False, False, 1, False, False, False, False)),
+}
+
+
+def _wrapper_path(runtime: str) -> str:
+  package, module, _ = _WRAPPERS[runtime]
+  directory = os.path.dirname(importlib.util.find_spec(package).origin)
+  return os.path.join(directory, f'{module}.so')
 
 
 @gin.configurable
@@ -30,14 +47,14 @@ def trial_load(model_bytes: bytes, timeout_s: float = 30.0) -> None:
   A 2048x2048x2048 model (34 MB in fp32) takes about 0.4 s here.
   """
   # pylint: disable=g-import-not-at-top
-  from tensorflow.lite.python import interpreter_wrapper
+  from actorq_tf import interpreter
   from actorq_tf.errors import ActorQError
   # pylint: enable=g-import-not-at-top
-  wrapper_dir = os.path.dirname(interpreter_wrapper.__file__)
-  wrapper_path = os.path.join(wrapper_dir, f'{_WRAPPER_MODULE}.so')
+  runtime = interpreter.runtime()
   try:
     child = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), wrapper_path],
+        [sys.executable, os.path.abspath(__file__), runtime,
+         _wrapper_path(runtime)],
         input=model_bytes, capture_output=True, timeout=timeout_s,
         check=False)
   except subprocess.TimeoutExpired as e:
@@ -55,7 +72,8 @@ def trial_load(model_bytes: bytes, timeout_s: float = 30.0) -> None:
 def _load_and_run_once() -> None:
   # Loading the extension by path skips tensorflow/__init__.py (seconds).
   import numpy  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  spec = importlib.util.spec_from_file_location(_WRAPPER_MODULE, sys.argv[1])
+  _, module, arguments = _WRAPPERS[sys.argv[1]]
+  spec = importlib.util.spec_from_file_location(module, sys.argv[2])
   wrapper = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(wrapper)
   # The interpreter reads the model from this buffer and does not own it:
@@ -63,7 +81,7 @@ def _load_and_run_once() -> None:
   # the child on every load, so every paper-size model was refused).
   model_bytes = sys.stdin.buffer.read()
   interpreter = wrapper.CreateWrapperFromBuffer(
-      model_bytes, _BUILTIN_OP_RESOLVER, [], [], False, False)
+      model_bytes, _BUILTIN_OP_RESOLVER, *arguments)
   interpreter.AllocateTensors()
   interpreter.Invoke()
   del interpreter

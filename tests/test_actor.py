@@ -30,11 +30,12 @@ def _replay_size(address):
   return reverb.Client(address).server_info()[replay.REPLAY_TABLE].current_size
 
 
-@pytest.mark.parametrize('precision', ['int8', 'fp16', 'fp32', 'tf'])
+@pytest.mark.parametrize('precision',
+                         ['int8', 'fp16', 'fp32', 'int4_weights', 'tf'])
 def test_actor_runs_the_published_model_and_fills_replay(
     reverb_server, tmp_path, precision):
   publish_policy(reverb_server, version=42, root_dir=str(tmp_path),
-                 precisions=('int8', 'fp16', 'fp32'))
+                 precisions=('int8', 'fp16', 'fp32', 'int4_weights'))
   env_steps = 3000
   steps = actor.run_actor(str(tmp_path), reverb_server, precision=precision,
                           max_env_steps=env_steps, model_pull_interval=50,

@@ -11,6 +11,7 @@ from tf_agents.specs import tensor_spec
 from actorq_tf import conversion
 from actorq_tf import environments
 from actorq_tf import export
+from actorq_tf import interpreter
 from actorq_tf import model_channel
 from actorq_tf import model_checks
 from actorq_tf import networks
@@ -591,3 +592,53 @@ def test_a_tf_agents_d4pg_actor_network_exports_to_full_int8(tmp_path):
       _observations())
   np.testing.assert_allclose(actions, network(_observations())[0].numpy(),
                              atol=0.1)
+
+
+def test_int4_weights_models_store_4_bit_weights_that_only_litert_computes(
+    monkeypatch):
+  network = _network(layers=(256, 256))
+  observations = _observations()
+  int4 = conversion.convert(network, 'int4_weights')
+  int8 = conversion.convert(network, 'int8', observations)
+  model_checks.check_precision(int4, 'int4_weights', network.count_params())
+  with pytest.raises(ActorQError, match=r'0 of 67,586 parameters in int4'):
+    model_checks.check_precision(int8, 'int4_weights', network.count_params())
+  with pytest.raises(ActorQError, match='bytes, outside'):
+    model_checks.check_precision(int4, 'int8', network.count_params())
+  assert len(int4) < 0.7 * len(int8)
+  # In LiteRT, the model computes the network to 4-bit precision...
+  expected = network(observations)[0].numpy()
+  assert interpreter.runtime() == interpreter.LITERT
+  litert_error = np.abs(TFLiteModel(int4).outputs(observations) -
+                        expected).mean()
+  assert litert_error < 0.1 * np.abs(expected).mean(), litert_error
+  # ... TensorFlow 2.15's interpreter loads it and computes something else.
+  tf_model = tf.lite.Interpreter(model_content=int4)
+  tf_model.allocate_tensors()
+  tf_outputs = []
+  for observation in observations[:32]:
+    tf_model.set_tensor(tf_model.get_input_details()[0]['index'],
+                        observation[None])
+    tf_model.invoke()
+    tf_outputs.append(tf_model.get_tensor(
+        tf_model.get_output_details()[0]['index'])[0])
+  tf_error = np.abs(np.array(tf_outputs) - expected[:32]).mean()
+  assert tf_error > 5 * litert_error, (tf_error, litert_error, np.abs(expected).mean())
+  # So without LiteRT, int4_weights is refused, in one line, before export.
+  monkeypatch.setattr(interpreter, 'runtime', lambda: interpreter.TENSORFLOW)
+  with pytest.raises(ActorQError, match='int4_weights models need LiteRT'):
+    conversion.convert(network, 'int4_weights')
+
+
+def test_int4_weights_action_model_passes_its_check(tmp_path):
+  network = _actor_network(layers=(256, 256))
+  exporter = export.PolicyExporter(
+      network, model_checks.ActionOutputs(PENDULUM_ACTIONS),
+      ['int8', 'int4_weights'], lambda *_: None, str(tmp_path))
+  int8, int4 = exporter.export(4, _observations())
+  assert int4.precision == 'int4_weights'
+  assert int4.check.passed, int4.check.reason
+  assert 0.0 < int4.check.figures['mean_action_error'] < 0.1
+  model_checks.check_precision(int4.model_bytes, 'int4_weights',
+                               network.count_params())
+  assert len(int4.model_bytes) < 0.7 * len(int8.model_bytes)

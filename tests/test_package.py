@@ -90,7 +90,8 @@ def test_the_wheel_requires_ranges_that_the_pins_satisfy(built):
   for optional in ('ray', 'codecarbon', 'dm-control', 'mujoco', 'matplotlib',
                    'pandas', 'pygame'):
     assert optional not in core
-  assert {'ray', 'codecarbon', 'dm-control', 'matplotlib'} <= extras
+  assert {'ray', 'codecarbon', 'dm-control', 'matplotlib', 'ai-edge-litert',
+          'ai-edge-quantizer'} <= extras
   assert {'tensorflow', 'tf-agents', 'dm-reverb', 'tf-keras'} <= core
 
 
