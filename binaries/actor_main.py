@@ -9,8 +9,9 @@ from actorq_tf import runtime
 common.define_server_address_flag()
 common.define_model_key_flag()
 flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
-                  'int8, fp16 or fp32 TFLite models, or tf: TF-Agents\' own '
-                  'fp32 policy on the learner\'s variables.')
+                  'int8, fp16, fp32 or int4_weights (4-bit weights, float '
+                  'activations; needs LiteRT) TFLite models, or tf: '
+                  'TF-Agents\' own fp32 policy on the learner\'s variables.')
 flags.DEFINE_integer('actor_index', 0, 'Index of this actor.')
 flags.DEFINE_integer('num_actors', 1, 'Actors in the run (epsilon spread).')
 flags.DEFINE_integer('max_env_steps', 0, 'Stop after this many env steps; 0 '

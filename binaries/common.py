@@ -82,8 +82,9 @@ def parse_gin():
 def define_launch_flags():
   """The flags of a whole run, wherever its roles run."""
   flags.DEFINE_enum('actor_precision', 'int8', PRECISIONS,
-                    'What the actors run: int8 (ActorQ), fp16, fp32 TFLite, '
-                    'or tf, TF-Agents\' stock fp32 policy.')
+                    'What the actors run: int8 (ActorQ), fp16, fp32 or '
+                    'int4_weights (4-bit weights, float activations; needs '
+                    'LiteRT) TFLite, or tf, TF-Agents\' stock fp32 policy.')
   flags.DEFINE_integer('num_actors', 1, 'Actor processes (one per core).')
   flags.DEFINE_integer('envs_per_actor', None, 'Environments each actor '
                        'steps, with one model call for all (binds '
