@@ -574,6 +574,8 @@ class ActorReporter:
         environments=self._collect.environments, time_share=time_share,
         model_version=self._policy.version, versions_run=self._versions_run,
         precision=self._precision, steps_without_model=steps_without_model,
+        interpreter=(interpreter.runtime_name()
+                     if self._precision in TFLITE_PRECISIONS else ''),
         model_share=share, recent_model_share=recent_share,
         loop_seconds=loop_seconds, model_pull_seconds=self.pull_seconds,
         **self._policy.refusals(), **interval)
@@ -594,6 +596,9 @@ class ActorReporter:
       tf.summary.scalar('actor/model_version', self._policy.version)
       tf.summary.scalar('actor/model_pull_seconds', self.pull_seconds)
       tf.summary.scalar('actor/model_share', status.recent_model_share)
+      if status.interpreter:
+        tf.summary.scalar('actor/interpreter_is_litert', float(
+            status.interpreter.startswith(interpreter.LITERT)))
       tf.summary.scalar('actor/refused_versions', status.refused_versions)
       for name, share in status.time_share.items():
         tf.summary.scalar(f'actor/time_share/{name}', share)

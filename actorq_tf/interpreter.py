@@ -58,7 +58,8 @@ def require_runtime(precision: str) -> None:
         f'runs them without an error but computes them wrongly')
 
 
-def _interpreter_class():
+def interpreter_class():
+  """The Interpreter class of this process's runtime."""
   if runtime() == LITERT:
     # pylint: disable-next=g-import-not-at-top
     from ai_edge_litert.interpreter import Interpreter
@@ -91,7 +92,7 @@ class TFLiteModel:
     try:
       # One thread per interpreter: with more threads than cores each call
       # becomes thousands of times slower on small machines.
-      self._interpreter = _interpreter_class()(model_content=model_bytes,
+      self._interpreter = interpreter_class()(model_content=model_bytes,
                                                num_threads=num_threads)
       self._interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as e:

@@ -50,6 +50,9 @@ class ActorStatus(PullerStatus):
   env_steps: int = 0
   episodes: int = 0
   environments: int = 1  # stepped in turn, one model call for all
+  # The runtime TFLite models run in, with its version (see
+  # interpreter.runtime_name); empty for tf actors.
+  interpreter: str = ''
   # Of the last interval; absent (0) in the status of a stopped actor.
   env_steps_per_second: float = 0.0
   episode_return: Optional[float] = None  # Mean of the last interval's.

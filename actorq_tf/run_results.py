@@ -216,6 +216,11 @@ def progress_line(elapsed_s: float, progress: Progress,
                       if a.env_steps), default=0.0)
   if random_share >= 0.005:
     line += f' ({random_share:.0%} of recent steps random: no model)'
+  fallback = sorted({a.interpreter for a in progress.actors
+                     if a.interpreter.startswith('tensorflow')})
+  if fallback:
+    line += (f' | actors run TFLite in {fallback[0]}\'s interpreter '
+             '(ai-edge-litert not installed)')
   learner = progress.learner
   for name, status in progress.pullers().items():
     if status.consecutive_refusals:

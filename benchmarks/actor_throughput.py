@@ -32,6 +32,7 @@ import tensorflow as tf
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.trajectories.time_step import StepType
 
+from actorq_tf import TFLITE_PRECISIONS
 from actorq_tf import actor
 from actorq_tf import agents
 from actorq_tf import config
@@ -64,6 +65,7 @@ ACTOR_ROWS = {
     'int8': ('int8', 100),
     'fp16': ('fp16', 100),
     'fp32': ('fp32', 100),
+    'int4_weights': ('int4_weights', 100),
     'tf': ('tf', 1),  # TF-Agents' stock behaviour: pull every step.
     'tf_pull_100': ('tf', 100),
 }
@@ -76,6 +78,7 @@ ROW_NAMES = {
     'int8': 'int8 TFLite actor (pull every 100 steps)',
     'fp16': 'fp16 TFLite actor (pull every 100 steps)',
     'fp32': 'fp32 TFLite actor (pull every 100 steps)',
+    'int4_weights': 'int4_weights TFLite actor (pull every 100 steps)',
     'tf': 'tf actor, stock (variables pulled every step)',
     'tf_pull_100': 'tf actor (variables pulled every 100 steps)',
 }
@@ -113,7 +116,7 @@ def publish_all_precisions(address, env, key_file):
   policy_network = algorithm.policy_network(env)
   exporter = export.PolicyExporter(
       policy_network, algorithm.model_outputs(env),
-      ['int8', 'fp16', 'fp32'], publisher.publish_exports, tempfile.mkdtemp())
+      TFLITE_PRECISIONS, publisher.publish_exports, tempfile.mkdtemp())
   results = exporter.export(1, environments.random_walk_observations(env, 256))
   failed = [f'{r.precision}: {r.check.reason}' for r in results
             if not r.check.passed]

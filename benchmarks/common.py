@@ -6,11 +6,11 @@ import time
 from absl import flags
 import gin
 import numpy as np
-import tensorflow as tf
 
 from actorq_tf import config
 from actorq_tf import conversion
 from actorq_tf import environments
+from actorq_tf import interpreter
 from actorq_tf import learner
 from actorq_tf import run_directory
 
@@ -120,6 +120,7 @@ def seconds_per_call(act, inputs, calls: int) -> float:
 
 def invoke_only(model_bytes: bytes):
   """The interpreter alone, without the actor's Python around it."""
-  interpreter = tf.lite.Interpreter(model_content=model_bytes, num_threads=1)
-  interpreter.allocate_tensors()
-  return lambda _: interpreter.invoke()
+  model = interpreter.interpreter_class()(model_content=model_bytes,
+                                         num_threads=1)
+  model.allocate_tensors()
+  return lambda _: model.invoke()

@@ -19,6 +19,9 @@ MANY_ENVIRONMENTS_SPEEDUP = 1.5
 MANY_ENVIRONMENTS_SPEEDUP_SMALL_NETWORK = 2.0
 # Batch-1 latency, int8 over TFLite fp32, per network size.
 LATENCY_OVER_FP32 = {'256x256': 0.5, '2048x2048x2048': 0.15}
+# Batch-1 latency of a precision beyond int8 (int4_weights) over int8, at
+# ActorQ's policy size.
+BEYOND_INT8_LATENCY_OVER_INT8 = {'2048x2048x2048': 0.5}
 # Wall time, energy and CO2 to the target return, int8 over `tf` actors.
 TO_TARGET_OVER_TF = 0.5
 # Greedy return, int8 over fp32 of the same version, at every evaluation.

@@ -34,7 +34,8 @@ flags.DEFINE_integer('repeats', 5, 'Measurements per row; the median counts.')
 FLAGS = flags.FLAGS
 
 # Rows in the order the report shows them.
-PRECISIONS = ('tf', 'fp32', 'fp16', conversion.DYNAMIC_RANGE_INT8, 'int8')
+PRECISIONS = ('tf', 'fp32', 'fp16', conversion.DYNAMIC_RANGE_INT8, 'int8',
+              conversion.INT4_WEIGHTS)
 
 
 def measure(calls: int, repeats: int) -> dict:

@@ -478,7 +478,7 @@ def _gpu() -> Optional[str]:
 def versions() -> Dict:
   names = ('tensorflow', 'tf-agents', 'dm-reverb', 'tensorflow-probability',
            'tf-keras', 'gym', 'dm-control', 'mujoco', 'numpy', 'codecarbon',
-           'matplotlib')
+           'matplotlib', 'ai-edge-litert', 'ai-edge-quantizer')
   found = {}
   for name in names:
     try:

@@ -310,6 +310,15 @@ def _goals(results: Dict) -> List[Sequence]:
     ratio = _ratio(rows['int8']['us_per_call'], rows['fp32']['us_per_call'])
     goals.append([f'batch-1 latency int8 / TFLite fp32, {case["label"]}',
                   f'<= {goal:g}', _fmt(ratio, '.3f'), _met(ratio, goal, True)])
+  for case in results.get('inference', []):
+    goal = G.BEYOND_INT8_LATENCY_OVER_INT8.get(case['label'])
+    rows = case['rows']
+    if goal is None or 'int4_weights' not in rows:
+      continue
+    ratio = _ratio(rows['int4_weights']['us_per_call'],
+                   rows['int8']['us_per_call'])
+    goals.append([f'batch-1 latency int4_weights / int8, {case["label"]}',
+                  f'<= {goal:g}', _fmt(ratio, '.3f'), _met(ratio, goal, True)])
   for experiment in results.get('end_to_end', []):
     table = experiment_table(experiment)
     int8, fp32 = table.get('int8', {}), table.get('fp32', {})
@@ -436,7 +445,11 @@ def _inference_section(results: Dict) -> List[str]:
            'interpreter alone. `tf` is TF-Agents\' stock policy in '
            '`PyTFEagerPolicy`; its bytes are the fp32 variables a tf actor '
            'pulls. `dynamic_int8`: int8 weights, float activations (what '
-           'PyTorch dynamic quantization, so the original ActorQ, ran).', '']
+           'PyTorch dynamic quantization, so the original ActorQ, ran). '
+           '`int4_weights`: 4-bit per-channel weights, float activations '
+           'quantized on the fly (AI Edge Quantizer). TFLite models run in '
+           'the interpreter the report\'s header names (LiteRT where '
+           'installed).', '']
   for case in results['inference']:
     rows = case['rows']
     int8_us = rows['int8']['us_per_call']

@@ -43,6 +43,7 @@ MODES = {
     'fp16': ('fp16', True),
     'int8, before (full range, not equalized)': ('int8', False),
     'int8 (default)': ('int8', True),
+    'int4 weights': ('int4_weights', True),
 }
 QUANTIZATION_AWARE = 'int8, quantization-aware training'
 

@@ -17,6 +17,7 @@ from actorq_tf import agents
 from actorq_tf import dqn
 from actorq_tf import exploration
 from actorq_tf import games
+from actorq_tf import interpreter
 from actorq_tf import model_channel
 from actorq_tf import networks
 from actorq_tf import replay
@@ -44,6 +45,10 @@ def test_actor_runs_the_published_model_and_fills_replay(
   status = run_directory.read_status(str(tmp_path), 'actor_0')
   assert status.model_version == 42
   assert status.precision == precision
+  # ai-edge-litert is in the requirements: TFLite models run in LiteRT.
+  assert status.interpreter == ('' if precision == 'tf' else
+                                interpreter.runtime_name())
+  assert status.interpreter.startswith('litert 2.') or precision == 'tf'
   assert status.episodes > 0
   assert status.steps_without_model == 0
   assert status.model_share == 1.0

@@ -40,6 +40,21 @@ def test_progress_line_shows_random_actions_and_refusals(tmp_path):
   assert 'actor_0 REFUSED' not in line
 
 
+def test_progress_line_shows_actors_that_fell_back_to_tensorflows_interpreter(
+    tmp_path):
+  root_dir = str(tmp_path)
+  _write_actor(root_dir, 0, interpreter='litert 2.3.0')
+  _write_actor(root_dir, 1, interpreter='')  # a tf actor
+  line = run_results.progress_line(
+      12.0, run_results.read_progress(placement.Machine(root_dir), 2), [])
+  assert 'interpreter' not in line
+  _write_actor(root_dir, 1, interpreter='tensorflow 2.15.1')
+  line = run_results.progress_line(
+      12.0, run_results.read_progress(placement.Machine(root_dir), 2), [])
+  assert line.endswith(' | actors run TFLite in tensorflow 2.15.1\'s '
+                       'interpreter (ai-edge-litert not installed)')
+
+
 def test_progress_line_shows_rows_refused_earlier_and_versions_no_one_published(
     tmp_path):
   root_dir = str(tmp_path)
