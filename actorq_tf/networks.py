@@ -298,6 +298,16 @@ def _quantized_hidden_layers(inputs, fc_layer_params: Sequence[int]):
   return hidden
 
 
+def _float_output_head(hidden, units: int, initial_range: float, name: str):
+  """A Dense layer with int8 weights and a float output (see
+  FloatOutputQuantizeConfig), initialized within +-`initial_range`."""
+  return tfmot.quantization.keras.quantize_annotate_layer(
+      tf.keras.layers.Dense(
+          units, kernel_initializer=tf.keras.initializers.RandomUniform(
+              -initial_range, initial_range), name=name),
+      FloatOutputQuantizeConfig())(hidden)
+
+
 class QuantizationAwareQNetwork(QuantizationAwareNetwork):
   """Observation -> Q-values, trained through int8 fake-quantization.
 
@@ -321,12 +331,7 @@ class QuantizationAwareQNetwork(QuantizationAwareNetwork):
                      name)
     inputs = self._normalized_input()
     hidden = _quantized_hidden_layers(inputs, fc_layer_params)
-    advantages = tfmot.quantization.keras.quantize_annotate_layer(
-        tf.keras.layers.Dense(
-            num_actions,
-            kernel_initializer=tf.keras.initializers.RandomUniform(-0.03,
-                                                                   0.03),
-            name='advantages'), FloatOutputQuantizeConfig())(hidden)
+    advantages = _float_output_head(hidden, num_actions, 0.03, 'advantages')
     value = tf.keras.layers.Dense(1, name='value')(hidden)
     centring = tf.keras.layers.Dense(
         num_actions, use_bias=False, trainable=False,
@@ -364,12 +369,8 @@ class QuantizationAwareActorNetwork(QuantizationAwareNetwork):
                      name)
     inputs = self._normalized_input()
     hidden = _quantized_hidden_layers(inputs, fc_layer_params)
-    head = tfmot.quantization.keras.quantize_annotate_layer(
-        tf.keras.layers.Dense(
-            action_spec.shape[0],
-            kernel_initializer=tf.keras.initializers.RandomUniform(-3e-3,
-                                                                   3e-3),
-            name='action_head'), FloatOutputQuantizeConfig())(hidden)
+    head = _float_output_head(hidden, action_spec.shape[0], 3e-3,
+                              'action_head')
     actions = _action_scaling(action_spec)(
         tf.keras.layers.Activation('tanh', name='squash')(head))
     self._quantize(inputs, actions, actions)

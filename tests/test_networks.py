@@ -75,6 +75,30 @@ def test_quantization_aware_network_exports_int8_only(quantization_aware):
                           lambda *_: None, '/tmp/unused')
 
 
+def _kept_int8_model(root_dir):
+  """The int8 model a run kept: its path, description, bytes and an
+  interpreter of it, whose input must be int8 and output float."""
+  model_path = os.path.join(root_dir, 'models', 'policy_int8')
+  with open(model_path + '.json') as f:
+    metadata = json.load(f)
+  with open(model_path + '.tflite', 'rb') as f:
+    model_bytes = f.read()
+  interpreter = tf.lite.Interpreter(model_content=model_bytes)
+  assert interpreter.get_input_details()[0]['dtype'] == np.int8
+  assert interpreter.get_output_details()[0]['dtype'] == np.float32
+  return model_path, metadata, model_bytes, interpreter
+
+
+def _weight_and_hidden_dtypes(interpreter):
+  """Dtypes of the weight matrices with more than one output unit, and of
+  the 64-unit hidden activations."""
+  details = interpreter.get_tensor_details()
+  return ([np.dtype(t['dtype']).name for t in details
+           if len(t['shape']) == 2 and t['shape'][0] > 1],
+          [np.dtype(t['dtype']).name for t in details
+           if list(t['shape']) == [1, 64]])
+
+
 def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
     quantization_aware, reverb_server, tmp_path):
   del quantization_aware
@@ -83,20 +107,9 @@ def test_quantization_aware_learner_trains_checkpoints_resumes_and_exports(
   assert learner.train(root_dir, reverb_server, max_train_steps=300,
                        export_interval=100, checkpoint_interval=1000) == 300
 
-  model_path = os.path.join(root_dir, 'models', 'policy_int8')
-  with open(model_path + '.json') as f:
-    metadata = json.load(f)
-  with open(model_path + '.tflite', 'rb') as f:
-    model_bytes = f.read()
+  model_path, metadata, model_bytes, interpreter = _kept_int8_model(root_dir)
   # int8 input, weights and hidden layers; the advantages come out in float.
-  interpreter = tf.lite.Interpreter(model_content=model_bytes)
-  assert interpreter.get_input_details()[0]['dtype'] == np.int8
-  assert interpreter.get_output_details()[0]['dtype'] == np.float32
-  details = interpreter.get_tensor_details()
-  weights = [np.dtype(t['dtype']).name for t in details
-             if len(t['shape']) == 2 and t['shape'][0] > 1]
-  hidden = [np.dtype(t['dtype']).name for t in details
-            if list(t['shape']) == [1, 64]]
+  weights, hidden = _weight_and_hidden_dtypes(interpreter)
   assert sorted(weights) == ['float32', 'int8', 'int8'], weights  # head, 2
   assert hidden.count('int8') == 2, hidden
   assert metadata['output'].startswith('advantages')
@@ -207,21 +220,10 @@ def test_quantization_aware_actor_network_trains_checkpoints_resumes_and_drives_
   assert learner.train(root_dir, address, max_train_steps=300,
                        export_interval=100, checkpoint_interval=1000) == 300
 
-  model_path = os.path.join(root_dir, 'models', 'policy_int8')
-  with open(model_path + '.json') as f:
-    metadata = json.load(f)
-  with open(model_path + '.tflite', 'rb') as f:
-    model_bytes = f.read()
+  model_path, metadata, model_bytes, interpreter = _kept_int8_model(root_dir)
   # int8 input, hidden layers and hidden weights; the head, tanh and the
   # bounds in float.
-  interpreter = tf.lite.Interpreter(model_content=model_bytes)
-  assert interpreter.get_input_details()[0]['dtype'] == np.int8
-  assert interpreter.get_output_details()[0]['dtype'] == np.float32
-  details = interpreter.get_tensor_details()
-  weights = [np.dtype(t['dtype']).name for t in details
-             if len(t['shape']) == 2 and t['shape'][0] > 1]
-  hidden = [np.dtype(t['dtype']).name for t in details
-            if list(t['shape']) == [1, 64]]
+  weights, hidden = _weight_and_hidden_dtypes(interpreter)
   assert sorted(weights) == ['int8', 'int8'], weights
   assert hidden.count('int8') == 2, hidden
   # pylint: disable-next=protected-access
