@@ -3,8 +3,8 @@ them, and the loading of model bytes that came over the network.
 
 Models run in LiteRT's interpreter (`ai-edge-litert`) where it is
 installed, else in TensorFlow's own, and the log says so once. LiteRT's ran
-our int8 and fp32 models as fast or faster, at batch 1 and at the batches of
-many environments per actor (benchmarks/results/many_environments.md); and
+our int8 models about as fast at batch 1 and faster at the batches of many
+environments per actor (benchmarks/results/many_environments.md); and
 TensorFlow 2.15's runs the 4-bit weights of `int4_weights` models (AI Edge
 Quantizer's per-channel layout) without an error but wrongly, so those need
 LiteRT (`require_runtime`).
