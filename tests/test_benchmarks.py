@@ -53,21 +53,23 @@ def test_the_report_holds_every_part(tiny_report):
     assert os.path.getsize(os.path.join(output_dir, name)) > 0, name
 
   rows = results['inference'][0]['rows']
-  assert list(rows) == ['tf', 'fp32', 'fp16', 'dynamic_int8', 'int8']
+  assert list(rows) == ['tf', 'fp32', 'fp16', 'dynamic_int8', 'int8',
+                        'int4_weights']
   assert all(row['us_per_call'] > 0 and row['bytes'] > 0
              for row in rows.values())
-  assert rows['int8']['bytes'] < rows['fp32']['bytes']
+  assert (rows['int4_weights']['bytes'] < rows['int8']['bytes'] <
+          rows['fp32']['bytes'])
   assert all(row['op_types'] for row in list(rows.values())[1:])
   actors = results['actors'][0]
   rates = actors['steps_per_second']
   assert set(rates) == {'env_only', 'env_only_tf_agents', 'replay_only',
-                        'int8', 'fp16', 'fp32', 'tf', 'tf_pull_100',
-                        'int8_2_envs', 'fp32_2_envs'}
+                        'int8', 'fp16', 'fp32', 'int4_weights', 'tf',
+                        'tf_pull_100', 'int8_2_envs', 'fp32_2_envs'}
   assert all(rate > 0 for rate in rates.values())
   # Every actor row proves that its model chose its actions.
-  assert set(actors['model_share']) == {'int8', 'fp16', 'fp32', 'tf',
-                                        'tf_pull_100', 'int8_2_envs',
-                                        'fp32_2_envs'}
+  assert set(actors['model_share']) == {'int8', 'fp16', 'fp32',
+                                        'int4_weights', 'tf', 'tf_pull_100',
+                                        'int8_2_envs', 'fp32_2_envs'}
   assert all(share >= 0.99 for share in actors['model_share'].values())
   assert all(0 < e for e in actors['efficiency'].values())
   assert all(0 < us for us in actors['invoke_us'].values())
@@ -97,7 +99,8 @@ def test_the_report_holds_every_part(tiny_report):
   assert checkpoint['episodes'] == 5
   assert list(checkpoint['modes']) == [
       'fp32 (TF)', 'fp32 TFLite', 'fp16',
-      'int8, before (full range, not equalized)', 'int8 (default)']
+      'int8, before (full range, not equalized)', 'int8 (default)',
+      'int4 weights']
   fp32_tflite = checkpoint['modes']['fp32 TFLite']
   assert fp32_tflite['agreement'] >= 0.99  # the same network, in TFLite
   assert checkpoint['modes']['int8 (default)']['model_bytes'] > 0
