@@ -43,6 +43,7 @@ def runtime() -> str:
   return LITERT
 
 
+@functools.lru_cache(maxsize=None)
 def runtime_name() -> str:
   """The runtime and its version, for status files and logs."""
   package = {LITERT: 'ai-edge-litert', TENSORFLOW: 'tensorflow'}[runtime()]
